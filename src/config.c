@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "config.h"
+#include "log.h"
+#include "version.h"
+
+static const char *const format_names[_FORMAT_MAX] = {
+        [FORMAT_PORT] = "port",
+        [FORMAT_ADDR] = "addr",
+        [FORMAT_URL] = "url",
+        [FORMAT_JSON] = "json",
+        [FORMAT_ENV] = "env",
+};
+
+enum output_format output_format_from_string(const char *s) {
+        for (int f = 0; f < _FORMAT_MAX; f++)
+                if (s && strcmp(s, format_names[f]) == 0)
+                        return (enum output_format) f;
+        return _FORMAT_INVALID;
+}
+
+const char *output_format_to_string(enum output_format f) {
+        return f >= 0 && f < _FORMAT_MAX ? format_names[f] : NULL;
+}
+
+static void help(void) {
+        printf("Usage: %s [OPTION]... [--] COMMAND [ARG]...\n"
+               "Bind and listen on sockets, publish their addresses, and run COMMAND with\n"
+               "them passed by the systemd protocol (LISTEN_FDS, fds from 3).\n"
+               "\n"
+               "Sockets:\n"
+               "  -l, --listen=[NAME=]ADDRESS  listen on ADDRESS (repeatable; default 127.0.0.1:0):\n"
+               "                               PORT, HOST:PORT, [IPV6]:PORT, tcp:/udp: prefixes,\n"
+               "                               /path or unix:/path, @name or unix:@name\n"
+               "      --backlog=N              listen backlog (default %d)\n"
+               "      --reuseport              set SO_REUSEPORT on IP sockets\n"
+               "      --v6only                 set IPV6_V6ONLY on IPv6 sockets\n"
+               "      --socket-mode=MODE       mode of unix socket files (octal, default 0666)\n"
+               "\n"
+               "Publishing:\n"
+               "      --print[=FORMAT]         write the addresses to stdout\n"
+               "      --port-file=PATH         write them to PATH atomically; removed on exit\n"
+               "      --port-fd=N              write them to inherited fd N, then close it\n"
+               "      --format=FORMAT          port, addr, url, json or env (default port)\n"
+               "\n"
+               "Running COMMAND:\n"
+               "  -E, --setenv=NAME[=VALUE]    set NAME for COMMAND; {port}, {addr}, {url},\n"
+               "                               {NAME.port}... in VALUE expand to the addresses\n"
+               "      --subst                  expand the same templates in COMMAND's arguments\n"
+               "      --exec                   replace prebind by COMMAND instead of supervising\n"
+               "\n"
+               "  -q, --quiet                  print errors only\n"
+               "  -v, --verbose                print details\n"
+               "  -h, --help                   show this help and exit\n"
+               "      --version                show the version and exit\n"
+               "\n"
+               "Exit status: COMMAND's; 128+N if it was killed by signal N; 125 if prebind\n"
+               "failed; 126 if COMMAND could not be run; 127 if it was not found.\n"
+               "See prebind(1).\n",
+               program_invocation_short_name, SOMAXCONN);
+}
+
+enum {
+        ARG_BACKLOG = 0x100,
+        ARG_REUSEPORT,
+        ARG_V6ONLY,
+        ARG_SOCKET_MODE,
+        ARG_PRINT,
+        ARG_PORT_FILE,
+        ARG_PORT_FD,
+        ARG_FORMAT,
+        ARG_SUBST,
+        ARG_EXEC,
+        ARG_VERSION,
+};
+
+static const struct option options[] = {
+        { "listen",      required_argument, NULL, 'l' },
+        { "backlog",     required_argument, NULL, ARG_BACKLOG },
+        { "reuseport",   no_argument,       NULL, ARG_REUSEPORT },
+        { "v6only",      no_argument,       NULL, ARG_V6ONLY },
+        { "socket-mode", required_argument, NULL, ARG_SOCKET_MODE },
+        { "print",       optional_argument, NULL, ARG_PRINT },
+        { "port-file",   required_argument, NULL, ARG_PORT_FILE },
+        { "port-fd",     required_argument, NULL, ARG_PORT_FD },
+        { "format",      required_argument, NULL, ARG_FORMAT },
+        { "setenv",      required_argument, NULL, 'E' },
+        { "subst",       no_argument,       NULL, ARG_SUBST },
+        { "exec",        no_argument,       NULL, ARG_EXEC },
+        { "quiet",       no_argument,       NULL, 'q' },
+        { "verbose",     no_argument,       NULL, 'v' },
+        { "help",        no_argument,       NULL, 'h' },
+        { "version",     no_argument,       NULL, ARG_VERSION },
+        { NULL, 0, NULL, 0 }
+};
+
+/* The variables prebind itself owns in COMMAND's environment. */
+static bool is_protocol_variable(const char *name, size_t len) {
+        static const char *const owned[] = {
+                "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "LISTEN_PIDFDID",
+        };
+        for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+                if (strlen(owned[i]) == len && strncmp(name, owned[i], len) == 0)
+                        return true;
+        return false;
+}
+
+/* One line that says what was wrong and where to look. */
+static int usage_error(const char *option, const char *arg, const char *detail) {
+        if (option)
+                log_error("%s: '%s': %s (see --help)", option, arg, detail);
+        else
+                log_error("%s (see --help)", detail);
+        return -EINVAL;
+}
+
+static const char *listen_error(int r) {
+        switch (r) {
+        case -ERANGE:
+                return "port out of range 0-65535";
+        case -ENAMETOOLONG:
+                return "unix socket path too long";
+        case -ENODEV:
+                return "no such network interface";
+        case -ENOMEM:
+                return "out of memory";
+        default:
+                return "invalid address";
+        }
+}
+
+static int add_listen(struct config *c, const char *arg) {
+        struct listen_spec spec, *grown;
+        int r;
+
+        r = listen_spec_parse(arg, &spec);
+        if (r < 0)
+                return usage_error("--listen", arg, listen_error(r));
+        grown = realloc(c->listens, (c->n_listens + 1) * sizeof *grown);
+        if (!grown) {
+                listen_spec_done(&spec);
+                return log_error_errno(ENOMEM, "out of memory");
+        }
+        c->listens = grown;
+        c->listens[c->n_listens++] = spec;
+        return 0;
+}
+
+static int add_setenv(struct config *c, char *arg) {
+        const char *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t) (eq - arg) : strlen(arg);
+        char **grown;
+
+        if (len == 0)
+                return usage_error("--setenv", arg, "missing variable name");
+        if (is_protocol_variable(arg, len))
+                return usage_error("--setenv", arg, "LISTEN_* variables are set by prebind");
+        grown = realloc(c->setenv, (c->n_setenv + 1) * sizeof *grown);
+        if (!grown)
+                return log_error_errno(ENOMEM, "out of memory");
+        c->setenv = grown;
+        c->setenv[c->n_setenv++] = arg;
+        return 0;
+}
+
+static int parse_format(const char *option, const char *arg, enum output_format *ret) {
+        enum output_format f = output_format_from_string(arg);
+
+        if (f < 0)
+                return usage_error(option, arg, "expected port, addr, url, json or env");
+        *ret = f;
+        return 0;
+}
+
+static int parse_one(struct config *c, int opt, char *arg, const char *current, bool *print_format_set) {
+        unsigned long n;
+
+        switch (opt) {
+        case 'l':
+                return add_listen(c, arg);
+        case ARG_BACKLOG:
+                if (parse_uint(arg, 1, INT32_MAX, &n) < 0)
+                        return usage_error("--backlog", arg, "expected a number from 1");
+                c->backlog = (int) n;
+                return 0;
+        case ARG_REUSEPORT:
+                c->reuseport = true;
+                return 0;
+        case ARG_V6ONLY:
+                c->v6only = true;
+                return 0;
+        case ARG_SOCKET_MODE: {
+                char *end;
+
+                errno = 0;
+                n = strtoul(arg, &end, 8);
+                if (!*arg || *end || errno || n > 07777 || arg[0] == '-' || arg[0] == '+' || arg[0] == ' ')
+                        return usage_error("--socket-mode", arg, "expected an octal mode such as 0660");
+                c->socket_mode = (mode_t) n;
+                return 0;
+        }
+        case ARG_PRINT:
+                c->print = true;
+                if (arg) {
+                        *print_format_set = true;
+                        return parse_format("--print", arg, &c->print_format);
+                }
+                return 0;
+        case ARG_PORT_FILE:
+                if (!*arg)
+                        return usage_error("--port-file", arg, "empty path");
+                c->port_file = arg;
+                return 0;
+        case ARG_PORT_FD:
+                if (parse_uint(arg, 0, INT32_MAX, &n) < 0)
+                        return usage_error("--port-fd", arg, "expected a file descriptor number");
+                if (n <= 2)
+                        return usage_error("--port-fd", arg, "use --print for stdout; fds 0-2 are COMMAND's");
+                if (fcntl((int) n, F_GETFD) < 0)
+                        return usage_error("--port-fd", arg, "not an open file descriptor");
+                c->port_fd = (int) n;
+                return 0;
+        case ARG_FORMAT:
+                return parse_format("--format", arg, &c->format);
+        case 'E':
+                return add_setenv(c, arg);
+        case ARG_SUBST:
+                c->subst = true;
+                return 0;
+        case ARG_EXEC:
+                c->exec = true;
+                return 0;
+        case 'q':
+                log_set_level(LOG_LEVEL_ERROR);
+                return 0;
+        case 'v':
+                log_set_level(LOG_LEVEL_DEBUG);
+                return 0;
+        case ':':
+                log_error("option '%s' requires an argument (see --help)", current);
+                return -EINVAL;
+        default:
+                log_error("unknown option '%s' (see --help)", current);
+                return -EINVAL;
+        }
+}
+
+int config_parse_argv(int argc, char *argv[], struct config *ret) {
+        struct config c = {
+                .backlog = SOMAXCONN,
+                .socket_mode = 0666,
+                .format = FORMAT_PORT,
+                .port_fd = -1,
+        };
+        bool print_format_set = false;
+        int opt, r;
+
+        /* '+': options stop at COMMAND, so "prebind -- srv -l x" and
+         * "prebind srv -l x" both leave "-l x" to srv. */
+        optind = 0;
+        opterr = 0;
+        while ((opt = getopt_long(argc, argv, "+:l:E:qvh", options, NULL)) >= 0) {
+                char short_option[3] = { '-', (char) optopt, '\0' };
+                /* The option getopt stopped at, for messages: a short one
+                 * may be bundled ("-qx"), so name it by optopt. */
+                const char *current = (opt == '?' || opt == ':') && optopt > 0 && optopt < 0x100
+                        ? short_option : argv[optind - 1];
+
+                if (opt == 'h') {
+                        help();
+                        config_done(&c);
+                        return 0;
+                }
+                if (opt == ARG_VERSION) {
+                        printf("prebind %s\n", PREBIND_VERSION);
+                        config_done(&c);
+                        return 0;
+                }
+                r = parse_one(&c, opt, optarg, current, &print_format_set);
+                if (r < 0) {
+                        config_done(&c);
+                        return r;
+                }
+        }
+
+        if (optind >= argc) {
+                config_done(&c);
+                return usage_error(NULL, NULL, "missing COMMAND");
+        }
+        c.command = argv + optind;
+        if (!print_format_set)
+                c.print_format = c.format;
+
+        if (c.n_listens == 0) {
+                r = add_listen(&c, "127.0.0.1:0");
+                if (r < 0) {
+                        config_done(&c);
+                        return r;
+                }
+        }
+        *ret = c;
+        return 1;
+}
+
+void config_done(struct config *c) {
+        for (size_t i = 0; i < c->n_listens; i++)
+                listen_spec_done(&c->listens[i]);
+        free(c->listens);
+        free(c->setenv);
+        c->listens = NULL;
+        c->setenv = NULL;
+        c->n_listens = c->n_setenv = 0;
+}

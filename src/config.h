@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "address.h"
+
+/* prebind's own exit statuses, as env(1) and timeout(1). */
+#define EXIT_TIMEDOUT 124
+#define EXIT_PREBIND_FAILED 125
+#define EXIT_CANNOT_INVOKE 126
+#define EXIT_ENOENT 127
+
+enum output_format {
+        FORMAT_PORT,
+        FORMAT_ADDR,
+        FORMAT_URL,
+        FORMAT_JSON,
+        FORMAT_ENV,
+        _FORMAT_MAX,
+        _FORMAT_INVALID = -EINVAL,
+};
+
+enum output_format output_format_from_string(const char *s);
+const char *output_format_to_string(enum output_format f);
+
+/* Everything the command line asked for: parsed once, then read-only. */
+struct config {
+        struct listen_spec *listens;
+        size_t n_listens;
+
+        int backlog;
+        bool reuseport;
+        bool v6only;
+        mode_t socket_mode;
+
+        enum output_format format;
+        bool print;
+        enum output_format print_format;
+        const char *port_file;
+        int port_fd;            /* -1: none */
+
+        char **setenv;          /* raw "NAME[=VALUE]" arguments of -E */
+        size_t n_setenv;
+        bool subst;
+
+        bool exec;
+        char **command;         /* points into argv; NULL-terminated */
+};
+
+/* Returns 1 when there is work to do, 0 when --help or --version was
+ * printed, or a negative errno after logging the problem (usage errors
+ * are -EINVAL). */
+int config_parse_argv(int argc, char *argv[], struct config *ret);
+void config_done(struct config *config);

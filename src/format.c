@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+
+static const char *const field_names[_FIELD_MAX] = {
+        [FIELD_PORT] = "port",
+        [FIELD_HOST] = "host",
+        [FIELD_ADDR] = "addr",
+        [FIELD_URL] = "url",
+        [FIELD_FD] = "fd",
+        [FIELD_NAME] = "name",
+};
+
+enum socket_field socket_field_from_string(const char *s, size_t len) {
+        for (int f = 0; f < _FIELD_MAX; f++)
+                if (strlen(field_names[f]) == len && strncmp(s, field_names[f], len) == 0)
+                        return (enum socket_field) f;
+        return _FIELD_INVALID;
+}
+
+/* A URL is for a local client: a wildcard address (0.0.0.0, ::) is not
+ * something to connect to, so it is shown as the loopback address of the
+ * same family, which reaches the same socket. */
+static void url_address(const union sockaddr_any *addr, socklen_t len, union sockaddr_any *ret) {
+        *ret = *addr;
+        if (addr->sa.sa_family == AF_INET && addr->in.sin_addr.s_addr == htonl(INADDR_ANY))
+                ret->in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        else if (addr->sa.sa_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&addr->in6.sin6_addr))
+                ret->in6.sin6_addr = in6addr_loopback;
+        (void) len;
+}
+
+const char *socket_field_format(const struct bound_socket *sockets, size_t index, enum socket_field field,
+                                char *buf, size_t size) {
+        const struct bound_socket *s = &sockets[index];
+        char addr[ADDRESS_STRING_MAX];
+        union sockaddr_any url_addr;
+        int family = s->addr.sa.sa_family;
+
+        switch (field) {
+        case FIELD_PORT:
+                if (family == AF_UNIX)
+                        return sockaddr_host_to_string(&s->addr, s->addr_len, buf, size);
+                snprintf(buf, size, "%d", sockaddr_port(&s->addr));
+                return buf;
+        case FIELD_HOST:
+                return sockaddr_host_to_string(&s->addr, s->addr_len, buf, size);
+        case FIELD_ADDR:
+                return sockaddr_to_string(&s->addr, s->addr_len, buf, size);
+        case FIELD_URL:
+                if (family == AF_UNIX) {
+                        snprintf(buf, size, "unix:%s",
+                                 sockaddr_host_to_string(&s->addr, s->addr_len, addr, sizeof addr));
+                        return buf;
+                }
+                url_address(&s->addr, s->addr_len, &url_addr);
+                snprintf(buf, size, "%s://%s", s->type == SOCK_DGRAM ? "udp" : "http",
+                         sockaddr_to_string(&url_addr, s->addr_len, addr, sizeof addr));
+                return buf;
+        case FIELD_FD:
+                snprintf(buf, size, "%zu", 3 + index);
+                return buf;
+        case FIELD_NAME:
+                snprintf(buf, size, "%s", s->name);
+                return buf;
+        default:
+                snprintf(buf, size, "?");
+                return buf;
+        }
+}
+
+static void json_string(FILE *f, const char *s) {
+        fputc('"', f);
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+                if (c == '"' || c == '\\')
+                        fprintf(f, "\\%c", c);
+                else if (c < 0x20 || c == 0x7f)
+                        fprintf(f, "\\u%04x", c);
+                else
+                        fputc(c, f);
+        }
+        fputc('"', f);
+}
+
+static const char *family_name(int family) {
+        return family == AF_INET ? "ipv4" : family == AF_INET6 ? "ipv6" : "unix";
+}
+
+static void format_json(FILE *f, const struct bound_socket *sockets, size_t n, pid_t pid, pid_t child_pid) {
+        char buf[FIELD_STRING_MAX];
+
+        fprintf(f, "{\"pid\":%d,\"child_pid\":%d,\"sockets\":[", (int) pid, (int) child_pid);
+        for (size_t i = 0; i < n; i++) {
+                int port = sockaddr_port(&sockets[i].addr);
+
+                fprintf(f, "%s{\"fd\":%zu,\"name\":", i ? "," : "", 3 + i);
+                json_string(f, sockets[i].name);
+                fprintf(f, ",\"family\":\"%s\",\"type\":\"%s\",\"address\":", family_name(sockets[i].addr.sa.sa_family),
+                        sockets[i].type == SOCK_DGRAM ? "dgram" : "stream");
+                json_string(f, socket_field_format(sockets, i, FIELD_HOST, buf, sizeof buf));
+                if (port >= 0)
+                        fprintf(f, ",\"port\":%d,\"url\":", port);
+                else
+                        fputs(",\"port\":null,\"url\":", f);
+                json_string(f, socket_field_format(sockets, i, FIELD_URL, buf, sizeof buf));
+                fputc('}', f);
+        }
+        fputs("]}\n", f);
+}
+
+/* Values are written bare when a shell and a CI environment file (which
+ * takes the rest of the line literally) read them alike; otherwise they
+ * are single-quoted for the shell. */
+static void env_value(FILE *f, const char *value) {
+        bool bare = *value != '\0';
+
+        for (const char *p = value; *p && bare; p++)
+                bare = isalnum((unsigned char) *p) || strchr("@%+=:,./_-[]", *p);
+        if (bare) {
+                fputs(value, f);
+                return;
+        }
+        fputc('\'', f);
+        for (const char *p = value; *p; p++) {
+                if (*p == '\'')
+                        fputs("'\\''", f);
+                else
+                        fputc(*p, f);
+        }
+        fputc('\'', f);
+}
+
+static void env_line(FILE *f, const char *prefix, const char *key, const char *value) {
+        fprintf(f, "%s%s=", prefix, key);
+        env_value(f, value);
+        fputc('\n', f);
+}
+
+static const struct {
+        enum socket_field field;
+        const char *key;
+} env_fields[] = {
+        { FIELD_PORT, "PORT" },
+        { FIELD_HOST, "HOST" },
+        { FIELD_ADDR, "ADDR" },
+        { FIELD_URL, "URL" },
+        { FIELD_FD, "FD" },
+};
+
+static void env_socket(FILE *f, const struct bound_socket *sockets, size_t index, const char *prefix) {
+        char buf[FIELD_STRING_MAX];
+
+        for (size_t k = 0; k < sizeof env_fields / sizeof env_fields[0]; k++)
+                env_line(f, prefix, env_fields[k].key,
+                         socket_field_format(sockets, index, env_fields[k].field, buf, sizeof buf));
+}
+
+static void format_env(FILE *f, const struct bound_socket *sockets, size_t n, pid_t pid, pid_t child_pid) {
+        char prefix[8 + FDNAME_MAX + 2];
+
+        /* The first socket is "the" address: PREBIND_PORT, PREBIND_URL… */
+        if (n > 0)
+                env_socket(f, sockets, 0, "PREBIND_");
+        for (size_t i = 0; i < n; i++) {
+                size_t len;
+
+                if (strcmp(sockets[i].name, "unknown") == 0)
+                        continue;
+                /* PREBIND_<NAME>_PORT, the name upper-cased, and anything a
+                 * variable name cannot hold turned into '_'. */
+                len = (size_t) snprintf(prefix, sizeof prefix, "PREBIND_%s_", sockets[i].name);
+                for (size_t j = strlen("PREBIND_"); j < len - 1; j++)
+                        prefix[j] = isalnum((unsigned char) prefix[j]) ? (char) toupper((unsigned char) prefix[j]) : '_';
+                env_socket(f, sockets, i, prefix);
+        }
+        fprintf(f, "PREBIND_PID=%d\nPREBIND_CHILD_PID=%d\n", (int) pid, (int) child_pid);
+}
+
+int format_addresses(enum output_format format, const struct bound_socket *sockets, size_t n, pid_t pid,
+                     pid_t child_pid, char **ret) {
+        static const enum socket_field line_fields[] = {
+                [FORMAT_PORT] = FIELD_PORT,
+                [FORMAT_ADDR] = FIELD_ADDR,
+                [FORMAT_URL] = FIELD_URL,
+        };
+        char buf[FIELD_STRING_MAX];
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        f = open_memstream(&text, &size);
+        if (!f)
+                return -ENOMEM;
+        switch (format) {
+        case FORMAT_JSON:
+                format_json(f, sockets, n, pid, child_pid);
+                break;
+        case FORMAT_ENV:
+                format_env(f, sockets, n, pid, child_pid);
+                break;
+        default:
+                for (size_t i = 0; i < n; i++)
+                        fprintf(f, "%s\n", socket_field_format(sockets, i, line_fields[format], buf, sizeof buf));
+        }
+        if (fclose(f) != 0) {
+                free(text);
+                return -ENOMEM;
+        }
+        *ret = text;
+        return 0;
+}

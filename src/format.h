@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "socket.h"
+
+/* What can be said of one socket: in the formats, in -E/--subst templates
+ * ({port}, {web.url}) and in the env format's variable names. */
+enum socket_field {
+        FIELD_PORT,     /* 41234; unix: the path or @name */
+        FIELD_HOST,     /* 127.0.0.1, ::1; unix: the path or @name */
+        FIELD_ADDR,     /* 127.0.0.1:41234, [::1]:41234, /path, @name */
+        FIELD_URL,      /* http://127.0.0.1:41234, udp://…, unix:/path */
+        FIELD_FD,       /* 3, 4, … as COMMAND sees it */
+        FIELD_NAME,     /* LISTEN_FDNAMES entry */
+        _FIELD_MAX,
+        _FIELD_INVALID = -EINVAL,
+};
+
+#define FIELD_STRING_MAX (ADDRESS_STRING_MAX + 16)
+
+enum socket_field socket_field_from_string(const char *s, size_t len);
+
+/* Write the field of sockets[index] (passed as fd 3+index) into buf, which
+ * holds FIELD_STRING_MAX bytes. Returns buf. */
+const char *socket_field_format(const struct bound_socket *sockets, size_t index, enum socket_field field,
+                                char *buf, size_t size);
+
+/* Everything published, in one of the --format formats, as a string that
+ * ends with a newline. pid is prebind's, child_pid COMMAND's (the same
+ * with --exec). Returns 0 or -ENOMEM; *ret is the caller's to free. */
+int format_addresses(enum output_format format, const struct bound_socket *sockets, size_t n, pid_t pid,
+                     pid_t child_pid, char **ret);

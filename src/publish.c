@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "log.h"
+#include "publish.h"
+
+int write_all(int fd, const char *buf, size_t len) {
+        while (len > 0) {
+                ssize_t k = write(fd, buf, len);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                buf += k;
+                len -= (size_t) k;
+        }
+        return 0;
+}
+
+int write_file_atomic(const char *path, const char *content, dev_t *ret_dev, ino_t *ret_ino) {
+        struct stat st;
+        mode_t mask;
+        char *tmp;
+        int fd, r;
+
+        if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
+                return -ENOMEM;
+        fd = mkostemp(tmp, O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+                r = -errno;
+                free(tmp);
+                return r;
+        }
+        /* mkostemp() makes the file 0600; a port file is no secret, and
+         * other users' test runners may need to read it: 0666 & ~umask. */
+        mask = umask(0);
+        umask(mask);
+        r = write_all(fd, content, strlen(content));
+        if (r == 0 && (fchmod(fd, 0666 & ~mask) < 0 || fstat(fd, &st) < 0))
+                r = -errno;
+        if (close(fd) < 0 && r == 0)
+                r = -errno;
+        if (r == 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0)
+                unlink(tmp);
+        free(tmp);
+        if (r < 0)
+                return r;
+        *ret_dev = st.st_dev;
+        *ret_ino = st.st_ino;
+        return 0;
+}
+
+static void log_addresses(const struct bound_socket *sockets, size_t n) {
+        char url[FIELD_STRING_MAX];
+
+        for (size_t i = 0; i < n; i++)
+                log_info("listening on %s (fd %zu, name '%s')",
+                         socket_field_format(sockets, i, FIELD_URL, url, sizeof url), 3 + i, sockets[i].name);
+}
+
+/* The addresses in each format asked for, formatted once. */
+struct texts {
+        const struct bound_socket *sockets;
+        size_t n;
+        pid_t pid, child_pid;
+        char *text[_FORMAT_MAX];
+};
+
+static int texts_get(struct texts *t, enum output_format format, const char **ret) {
+        int r;
+
+        if (!t->text[format]) {
+                r = format_addresses(format, t->sockets, t->n, t->pid, t->child_pid, &t->text[format]);
+                if (r < 0)
+                        return log_error_errno(r, "cannot format the addresses: %m");
+        }
+        *ret = t->text[format];
+        return 0;
+}
+
+static int publish_outputs(const struct config *config, struct texts *t, struct publication *ret) {
+        const char *text;
+        int r;
+
+        if (config->port_fd >= 0) {
+                if ((r = texts_get(t, config->format, &text)) < 0)
+                        return r;
+                r = write_all(config->port_fd, text, strlen(text));
+                /* COMMAND never sees this fd, and the reader gets EOF now. */
+                close(config->port_fd);
+                if (r < 0)
+                        return log_error_errno(r, "cannot write to --port-fd=%d: %m", config->port_fd);
+        }
+        if (config->print) {
+                if ((r = texts_get(t, config->print_format, &text)) < 0)
+                        return r;
+                r = write_all(STDOUT_FILENO, text, strlen(text));
+                if (r < 0)
+                        return log_error_errno(r, "cannot write the addresses to stdout: %m");
+        }
+        if (config->port_file) {
+                if ((r = texts_get(t, config->format, &text)) < 0)
+                        return r;
+                r = write_file_atomic(config->port_file, text, &ret->port_file_dev, &ret->port_file_ino);
+                if (r < 0)
+                        return log_error_errno(r, "cannot write port file '%s': %m", config->port_file);
+                ret->port_file = config->port_file;
+        }
+        return 0;
+}
+
+int publish_addresses(const struct config *config, const struct bound_socket *sockets, size_t n, pid_t pid,
+                      pid_t child_pid, struct publication *ret) {
+        struct texts t = { .sockets = sockets, .n = n, .pid = pid, .child_pid = child_pid };
+        int r;
+
+        *ret = (struct publication) { NULL, 0, 0 };
+        if (!config->print && !config->port_file && config->port_fd < 0) {
+                log_addresses(sockets, n);
+                return 0;
+        }
+        r = publish_outputs(config, &t, ret);
+        for (int f = 0; f < _FORMAT_MAX; f++)
+                free(t.text[f]);
+        return r;
+}
+
+void publication_withdraw(struct publication *p) {
+        struct stat st;
+
+        if (!p->port_file)
+                return;
+        /* Only our file: not one somebody put in its place since. */
+        if (lstat(p->port_file, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == p->port_file_dev &&
+            st.st_ino == p->port_file_ino)
+                unlink(p->port_file);
+        p->port_file = NULL;
+}

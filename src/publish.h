@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "socket.h"
+
+/* What prebind published and must take back when it exits. */
+struct publication {
+        const char *port_file;          /* NULL until it is in place */
+        dev_t port_file_dev;
+        ino_t port_file_ino;
+};
+
+/* Write the addresses everywhere the config asks (--port-fd, --print,
+ * --port-file), or log them on stderr if it asks for none. Logs its own
+ * errors (with the output that failed) and returns a negative errno. */
+int publish_addresses(const struct config *config, const struct bound_socket *sockets, size_t n, pid_t pid,
+                      pid_t child_pid, struct publication *ret);
+
+/* Remove the port file, if it is still the one prebind wrote. */
+void publication_withdraw(struct publication *p);
+
+/* Write a whole buffer, retrying short writes and EINTR. */
+int write_all(int fd, const char *buf, size_t len);
+
+/* Create path atomically with content: a temporary file in the same
+ * directory (O_EXCL, never following a symlink), then rename(2), so a
+ * concurrent reader sees no file or the whole file, never a part of it.
+ * Returns 0 and the new file's identity, or -errno. */
+int write_file_atomic(const char *path, const char *content, dev_t *ret_dev, ino_t *ret_ino);

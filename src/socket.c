@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "socket.h"
+
+static int set_int_option(int fd, int level, int option, int value) {
+        return setsockopt(fd, level, option, &value, sizeof value) < 0 ? -errno : 0;
+}
+
+/* A unix socket path in the way: remove it only if it is a socket nobody
+ * listens on any more (connect() is refused). A live socket, a regular
+ * file, a directory or a symlink are never touched (unlike
+ * systemd-socket-activate, which unlinks whatever is there). */
+static int remove_stale_socket(const struct listen_spec *spec) {
+        struct stat st;
+        int fd, r;
+
+        if (lstat(spec->addr.un.sun_path, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISSOCK(st.st_mode))
+                return -EEXIST;
+
+        fd = socket(AF_UNIX, spec->type | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        r = connect(fd, &spec->addr.sa, spec->addr_len) < 0 ? -errno : 0;
+        close(fd);
+        if (r != -ECONNREFUSED)
+                return -EADDRINUSE;
+        return unlink(spec->addr.un.sun_path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+static int bind_unix_file(int fd, const struct listen_spec *spec, mode_t mode, struct bound_socket *s) {
+        struct stat st;
+        mode_t old_umask;
+        int r;
+
+        r = remove_stale_socket(spec);
+        if (r < 0)
+                return r;
+
+        /* bind() creates the file with 0777 & ~umask: set the umask so the
+         * file is born with the requested mode, with no window in which it
+         * is more open (as systemd does for SocketMode=). */
+        old_umask = umask(~mode & 0777);
+        r = bind(fd, &spec->addr.sa, spec->addr_len) < 0 ? -errno : 0;
+        umask(old_umask);
+        if (r < 0)
+                return r;
+
+        if (lstat(spec->addr.un.sun_path, &st) < 0)
+                return -errno;
+        s->created_path = strdup(spec->addr.un.sun_path);
+        if (!s->created_path) {
+                unlink(spec->addr.un.sun_path);
+                return -ENOMEM;
+        }
+        s->created_dev = st.st_dev;
+        s->created_ino = st.st_ino;
+        return 0;
+}
+
+int socket_bind(const struct listen_spec *spec, const struct config *config, struct bound_socket *ret) {
+        struct bound_socket s = {
+                .fd = -1,
+                .name = spec->name ? spec->name : "unknown",
+                .type = spec->type,
+        };
+        int family = spec->addr.sa.sa_family;
+        int r;
+
+        s.fd = socket(family, spec->type | SOCK_CLOEXEC, 0);
+        if (s.fd < 0)
+                return -errno;
+
+        if (family == AF_INET || family == AF_INET6) {
+                /* SO_REUSEADDR on TCP, as systemd does: a restarted server
+                 * is not locked out of its port by TIME_WAIT connections. */
+                if (spec->type == SOCK_STREAM && (r = set_int_option(s.fd, SOL_SOCKET, SO_REUSEADDR, 1)) < 0)
+                        goto fail;
+                if (config->reuseport && (r = set_int_option(s.fd, SOL_SOCKET, SO_REUSEPORT, 1)) < 0)
+                        goto fail;
+                if (family == AF_INET6 && config->v6only &&
+                    (r = set_int_option(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 1)) < 0)
+                        goto fail;
+        }
+
+        if (family == AF_UNIX && !sockaddr_is_abstract(&spec->addr, spec->addr_len))
+                r = bind_unix_file(s.fd, spec, config->socket_mode, &s);
+        else
+                r = bind(s.fd, &spec->addr.sa, spec->addr_len) < 0 ? -errno : 0;
+        if (r < 0)
+                goto fail;
+
+        if (spec->type == SOCK_STREAM && listen(s.fd, config->backlog) < 0) {
+                r = -errno;
+                goto fail;
+        }
+
+        /* The real address: with port 0 this is where the kernel's choice
+         * becomes visible. */
+        s.addr_len = sizeof s.addr;
+        if (getsockname(s.fd, &s.addr.sa, &s.addr_len) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        *ret = s;
+        return 0;
+
+fail:
+        socket_release(&s);
+        return r;
+}
+
+void socket_release(struct bound_socket *s) {
+        if (s->fd >= 0)
+                close(s->fd);
+        s->fd = -1;
+        if (s->created_path) {
+                struct stat st;
+
+                /* Remove only the file we created, not one that replaced it. */
+                if (lstat(s->created_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+                    st.st_dev == s->created_dev && st.st_ino == s->created_ino)
+                        unlink(s->created_path);
+                free(s->created_path);
+                s->created_path = NULL;
+        }
+}

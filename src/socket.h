@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "address.h"
+#include "config.h"
+
+/* A socket prebind listens on, with the address the kernel gave it. */
+struct bound_socket {
+        int fd;                         /* O_CLOEXEC in prebind */
+        const char *name;               /* "unknown" when unnamed */
+        int type;                       /* SOCK_STREAM or SOCK_DGRAM */
+        union sockaddr_any addr;        /* from getsockname(): the real port */
+        socklen_t addr_len;
+        /* A unix socket file prebind created, and removes on exit only if
+         * it is still the same inode. */
+        char *created_path;
+        dev_t created_dev;
+        ino_t created_ino;
+};
+
+/* Create, configure, bind and listen on one socket. Does not log: returns
+ * a negative errno, and -EEXIST for a unix path that exists and is not a
+ * stale socket, -EADDRINUSE for a live one. */
+int socket_bind(const struct listen_spec *spec, const struct config *config, struct bound_socket *ret);
+
+/* Close the socket and remove the socket file it created, if any. */
+void socket_release(struct bound_socket *s);

@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/close_range.h>
+#include <sys/syscall.h>
+
+#include "config.h"
+#include "spawn.h"
+
+extern char **environ;
+
+/* Variables of an outer activation or manager: never passed on unchanged,
+ * or a consumer would take sockets or a notify socket meant for prebind
+ * (sd_listen_fds(3): a stale LISTEN_PIDFDID silently disables activation). */
+static bool is_inherited_protocol_variable(const char *entry) {
+        static const char *const names[] = {
+                "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "LISTEN_PIDFDID", "NOTIFY_SOCKET",
+        };
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+                size_t len = strlen(names[i]);
+                if (strncmp(entry, names[i], len) == 0 && (entry[len] == '=' || entry[len] == '\0'))
+                        return true;
+        }
+        return false;
+}
+
+static size_t name_length(const char *entry) {
+        const char *eq = strchr(entry, '=');
+        return eq ? (size_t) (eq - entry) : strlen(entry);
+}
+
+static bool same_name(const char *a, const char *b) {
+        size_t len = name_length(a);
+        return len == name_length(b) && strncmp(a, b, len) == 0;
+}
+
+static bool overridden(const char *entry, char *const *setenv, size_t n_setenv) {
+        for (size_t i = 0; i < n_setenv; i++)
+                if (same_name(entry, setenv[i]))
+                        return true;
+        return false;
+}
+
+static const char *lookup(char *const *environ_in, const char *name) {
+        for (char *const *e = environ_in; e && *e; e++)
+                if (same_name(*e, name) && strchr(*e, '='))
+                        return *e;
+        return NULL;
+}
+
+static char *owned_string(struct child_env *env, char *s) {
+        if (s)
+                env->owned[env->n_owned++] = s;
+        return s;
+}
+
+int child_env_build(char *const *environ_in, char *const *setenv, size_t n_setenv,
+                    const struct bound_socket *sockets, size_t n, struct child_env *ret) {
+        struct child_env env = { NULL, 0, NULL, 0, NULL };
+        size_t n_environ = 0, names_len = 0;
+        char *names, *p;
+
+        for (char *const *e = environ_in; e && *e; e++)
+                n_environ++;
+        /* inherited + -E + LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID + NULL */
+        env.envp = calloc(n_environ + n_setenv + 4, sizeof(char *));
+        env.owned = calloc(3, sizeof(char *));
+        if (!env.envp || !env.owned)
+                goto oom;
+
+        for (char *const *e = environ_in; e && *e; e++)
+                if (!is_inherited_protocol_variable(*e) && !overridden(*e, setenv, n_setenv))
+                        env.envp[env.n++] = *e;
+
+        for (size_t i = 0; i < n_setenv; i++) {
+                const char *entry = strchr(setenv[i], '=') ? setenv[i] : lookup(environ_in, setenv[i]);
+                bool later_again = false;
+
+                /* The last -E of a name wins, as with env(1). */
+                for (size_t j = i + 1; j < n_setenv; j++)
+                        later_again = later_again || same_name(setenv[i], setenv[j]);
+                if (entry && !later_again)
+                        env.envp[env.n++] = (char *) entry;
+        }
+
+        if (asprintf(&p, "LISTEN_FDS=%zu", n) < 0)
+                goto oom;
+        env.envp[env.n++] = owned_string(&env, p);
+
+        for (size_t i = 0; i < n; i++)
+                names_len += strlen(sockets[i].name) + 1;
+        names = malloc(strlen("LISTEN_FDNAMES=") + names_len + 1);
+        if (!names)
+                goto oom;
+        p = stpcpy(names, "LISTEN_FDNAMES=");
+        for (size_t i = 0; i < n; i++) {
+                if (i > 0)
+                        *p++ = ':';
+                p = stpcpy(p, sockets[i].name);
+        }
+        env.envp[env.n++] = owned_string(&env, names);
+
+        env.listen_pid = owned_string(&env, calloc(1, LISTEN_PID_MAX));
+        if (!env.listen_pid)
+                goto oom;
+        strcpy(env.listen_pid, "LISTEN_PID=");
+        env.envp[env.n++] = env.listen_pid;
+        env.envp[env.n] = NULL;
+        *ret = env;
+        return 0;
+
+oom:
+        child_env_done(&env);
+        return -ENOMEM;
+}
+
+void child_env_set_pid(struct child_env *env, pid_t pid) {
+        snprintf(env->listen_pid, LISTEN_PID_MAX, "LISTEN_PID=%d", (int) pid);
+}
+
+void child_env_done(struct child_env *env) {
+        for (size_t i = 0; i < env->n_owned; i++)
+                free(env->owned[i]);
+        free(env->owned);
+        free(env->envp);
+        *env = (struct child_env) { NULL, 0, NULL, 0, NULL };
+}
+
+int exec_error_to_status(int err) {
+        return err == ENOENT ? EXIT_ENOENT : EXIT_CANNOT_INVOKE;
+}
+
+/* Signal dispositions set to SIG_IGN and the blocked mask survive exec:
+ * COMMAND gets the defaults, whatever prebind inherited or set. */
+static void reset_signals(void) {
+        sigset_t none;
+
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        signal(sig, SIG_DFL);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int mark_cloexec_from(int first) {
+        DIR *d;
+        struct dirent *de;
+
+        if (syscall(SYS_close_range, (unsigned) first, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+                return 0;
+        /* Kernels before 5.11: walk /proc/self/fd. */
+        d = opendir("/proc/self/fd");
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                int fd = atoi(de->d_name);
+                if (fd >= first && fd != dirfd(d))
+                        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
+        closedir(d);
+        return 0;
+}
+
+/* Put the sockets at 3, 4, … without FD_CLOEXEC, and make every other fd
+ * above 2 close-on-exec. Sources are first moved above the target range,
+ * so no dup2() overwrites a socket still to be placed, and dup2() never
+ * gets the same fd twice (a no-op that would leave FD_CLOEXEC set).
+ * keep[] are fds the child still needs before exec; they are moved out of
+ * the range too, and updated. */
+static int layout_fds(const struct bound_socket *sockets, size_t n, int *keep[], size_t n_keep) {
+        int top = 3 + (int) n;
+        int *moved;
+
+        moved = calloc(n ? n : 1, sizeof(int));
+        if (!moved)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if ((moved[i] = fcntl(sockets[i].fd, F_DUPFD_CLOEXEC, top)) < 0)
+                        goto fail;
+        for (size_t k = 0; k < n_keep; k++)
+                if (*keep[k] < top && (*keep[k] = fcntl(*keep[k], F_DUPFD_CLOEXEC, top)) < 0)
+                        goto fail;
+        for (size_t i = 0; i < n; i++)
+                if (dup2(moved[i], 3 + (int) i) < 0)
+                        goto fail;
+        free(moved);
+        return mark_cloexec_from(top);
+
+fail:
+        free(moved);
+        return -errno;
+}
+
+/* Between fork (or --exec) and exec: what COMMAND must find. */
+static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_keep) {
+        int r;
+
+        reset_signals();
+        child_env_set_pid(plan->env, getpid());
+        r = layout_fds(plan->sockets, plan->n_sockets, keep, n_keep);
+        if (r < 0)
+                return r;
+        environ = plan->env->envp;
+        return 0;
+}
+
+int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
+        int gate[2], error[2];
+        pid_t pid;
+
+        if (pipe2(gate, O_CLOEXEC) < 0)
+                return -errno;
+        if (pipe2(error, O_CLOEXEC) < 0) {
+                int r = -errno;
+                close(gate[0]);
+                close(gate[1]);
+                return r;
+        }
+
+        pid = fork();
+        if (pid < 0) {
+                int r = -errno;
+                close(gate[0]);
+                close(gate[1]);
+                close(error[0]);
+                close(error[1]);
+                return r;
+        }
+        if (pid == 0) {
+                int *keep[] = { &gate[0], &error[1] };
+                char go;
+                int err;
+
+                close(gate[1]);
+                close(error[0]);
+                if (prepare_child(plan, keep, 2) < 0) {
+                        fprintf(stderr, "prebind: cannot pass the sockets: %m\n");
+                        _exit(EXIT_PREBIND_FAILED);
+                }
+                /* Wait for the parent to publish; EOF without the byte means
+                 * it gave up (publishing failed, or it died). */
+                if (read(gate[0], &go, 1) != 1)
+                        _exit(EXIT_PREBIND_FAILED);
+                execvp(plan->command[0], plan->command);
+                err = errno;
+                (void) !write(error[1], &err, sizeof err);
+                _exit(exec_error_to_status(err));
+        }
+
+        close(gate[0]);
+        close(error[1]);
+        *ret = (struct spawned) { .pid = pid, .gate_fd = gate[1], .error_fd = error[0] };
+        return 0;
+}
+
+int spawn_release(struct spawned *s) {
+        ssize_t k;
+        int err = 0;
+
+        /* If the child is already gone, the write fails and the read below
+         * sees EOF: its exit status then tells what happened. */
+        (void) !write(s->gate_fd, "", 1);
+        close(s->gate_fd);
+        s->gate_fd = -1;
+        do
+                k = read(s->error_fd, &err, sizeof err);
+        while (k < 0 && errno == EINTR);
+        close(s->error_fd);
+        s->error_fd = -1;
+        return k == sizeof err ? err : 0;
+}
+
+int spawn_exec_in_place(const struct spawn_plan *plan) {
+        int r = prepare_child(plan, NULL, 0);
+
+        if (r < 0)
+                return r;
+        execvp(plan->command[0], plan->command);
+        return -errno;
+}

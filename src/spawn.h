@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "socket.h"
+
+/* COMMAND's environment: prebind's own, less the variables of an outer
+ * activation (LISTEN_*, NOTIFY_SOCKET), plus the -E variables, plus the
+ * protocol's LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID. LISTEN_PID is only
+ * known in the child: it is written into listen_pid, a slot of the
+ * vector, by child_env_set_pid(). */
+struct child_env {
+        char **envp;            /* NULL-terminated; entries owned below */
+        size_t n;
+        char **owned;           /* the strings this struct allocated */
+        size_t n_owned;
+        char *listen_pid;       /* "LISTEN_PID=" + room for the pid */
+};
+
+#define LISTEN_PID_MAX 32
+
+/* setenv holds "NAME=VALUE" (already expanded) or "NAME" (copied from
+ * environ if set there; the way to pass NOTIFY_SOCKET on deliberately).
+ * Returns 0 or -ENOMEM. */
+int child_env_build(char *const *environ_in, char *const *setenv, size_t n_setenv,
+                    const struct bound_socket *sockets, size_t n, struct child_env *ret);
+void child_env_set_pid(struct child_env *env, pid_t pid);
+void child_env_done(struct child_env *env);
+
+/* Everything the child needs between fork() and exec(). */
+struct spawn_plan {
+        char **command;
+        struct child_env *env;
+        const struct bound_socket *sockets;
+        size_t n_sockets;
+};
+
+/* The exec status of a child: 0 when COMMAND runs, else the errno of
+ * the failed exec, reported on a close-on-exec pipe. */
+struct spawned {
+        pid_t pid;
+        int gate_fd;            /* write one byte to let the child exec */
+        int error_fd;           /* EOF: exec succeeded; 4 bytes: errno */
+};
+
+/* Fork a child that resets its signals, lays out its fds and waits on the
+ * gate before it execs: the parent publishes in between, so the child's
+ * pid is known to the publication and COMMAND cannot write to stdout
+ * before the addresses. Returns 0 or -errno. */
+int spawn_child(const struct spawn_plan *plan, struct spawned *ret);
+
+/* Let the child exec (open the gate), and wait for the outcome: returns 0
+ * when COMMAND runs, or the positive errno of the failed exec. */
+int spawn_release(struct spawned *s);
+
+/* --exec: become COMMAND. Returns only on failure, with -errno. */
+int spawn_exec_in_place(const struct spawn_plan *plan);
+
+/* The exit status for a failed exec, as env(1): 127 not found, else 126. */
+int exec_error_to_status(int err);
