@@ -267,10 +267,9 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
         opterr = 0;
         while ((opt = getopt_long(argc, argv, "+:l:E:qvh", options, NULL)) >= 0) {
                 char short_option[3] = { '-', (char) optopt, '\0' };
-                /* The option getopt stopped at, for messages: a short one
-                 * may be bundled ("-qx"), so name it by optopt. */
-                const char *current = (opt == '?' || opt == ':') && optopt > 0 && optopt < 0x100
-                        ? short_option : argv[optind - 1];
+                /* The option getopt stopped at, for messages. An unknown
+                 * short one may be bundled ("-qz"): name it by optopt. */
+                const char *current = opt == '?' && optopt > 0 && optopt < 0x100 ? short_option : argv[optind - 1];
 
                 if (opt == 'h') {
                         help();

@@ -26,8 +26,7 @@ int write_all(int fd, const char *buf, size_t len) {
         return 0;
 }
 
-int write_file_atomic(const char *path, const char *content, dev_t *ret_dev, ino_t *ret_ino) {
-        struct stat st;
+int write_file_atomic(const char *path, const char *content, int *ret_fd) {
         mode_t mask;
         char *tmp;
         int fd, r;
@@ -45,19 +44,18 @@ int write_file_atomic(const char *path, const char *content, dev_t *ret_dev, ino
         mask = umask(0);
         umask(mask);
         r = write_all(fd, content, strlen(content));
-        if (r == 0 && (fchmod(fd, 0666 & ~mask) < 0 || fstat(fd, &st) < 0))
-                r = -errno;
-        if (close(fd) < 0 && r == 0)
+        if (r == 0 && fchmod(fd, 0666 & ~mask) < 0)
                 r = -errno;
         if (r == 0 && rename(tmp, path) < 0)
                 r = -errno;
-        if (r < 0)
+        if (r < 0) {
                 unlink(tmp);
+                close(fd);
+        }
         free(tmp);
         if (r < 0)
                 return r;
-        *ret_dev = st.st_dev;
-        *ret_ino = st.st_ino;
+        *ret_fd = fd;
         return 0;
 }
 
@@ -112,7 +110,7 @@ static int publish_outputs(const struct config *config, struct texts *t, struct 
         if (config->port_file) {
                 if ((r = texts_get(t, config->format, &text)) < 0)
                         return r;
-                r = write_file_atomic(config->port_file, text, &ret->port_file_dev, &ret->port_file_ino);
+                r = write_file_atomic(config->port_file, text, &ret->port_file_fd);
                 if (r < 0)
                         return log_error_errno(r, "cannot write port file '%s': %m", config->port_file);
                 ret->port_file = config->port_file;
@@ -125,7 +123,7 @@ int publish_addresses(const struct config *config, const struct bound_socket *so
         struct texts t = { .sockets = sockets, .n = n, .pid = pid, .child_pid = child_pid };
         int r;
 
-        *ret = (struct publication) { NULL, 0, 0 };
+        *ret = (struct publication) { .port_file = NULL, .port_file_fd = -1 };
         if (!config->print && !config->port_file && config->port_fd < 0) {
                 log_addresses(sockets, n);
                 return 0;
@@ -137,13 +135,17 @@ int publish_addresses(const struct config *config, const struct bound_socket *so
 }
 
 void publication_withdraw(struct publication *p) {
-        struct stat st;
+        struct stat ours, there;
 
         if (!p->port_file)
                 return;
-        /* Only our file: not one somebody put in its place since. */
-        if (lstat(p->port_file, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == p->port_file_dev &&
-            st.st_ino == p->port_file_ino)
+        /* Only our file, not one somebody put in its place since. Holding
+         * it open keeps its inode number from being reused by the other
+         * file, so comparing the two identities is enough. */
+        if (fstat(p->port_file_fd, &ours) == 0 && lstat(p->port_file, &there) == 0 &&
+            ours.st_dev == there.st_dev && ours.st_ino == there.st_ino)
                 unlink(p->port_file);
+        close(p->port_file_fd);
         p->port_file = NULL;
+        p->port_file_fd = -1;
 }

@@ -10,8 +10,7 @@
 /* What prebind published and must take back when it exits. */
 struct publication {
         const char *port_file;          /* NULL until it is in place */
-        dev_t port_file_dev;
-        ino_t port_file_ino;
+        int port_file_fd;               /* held open: see publication_withdraw() */
 };
 
 /* Write the addresses everywhere the config asks (--port-fd, --print,
@@ -29,5 +28,5 @@ int write_all(int fd, const char *buf, size_t len);
 /* Create path atomically with content: a temporary file in the same
  * directory (O_EXCL, never following a symlink), then rename(2), so a
  * concurrent reader sees no file or the whole file, never a part of it.
- * Returns 0 and the new file's identity, or -errno. */
-int write_file_atomic(const char *path, const char *content, dev_t *ret_dev, ino_t *ret_ino);
+ * Returns 0 and an O_CLOEXEC fd of the new file, or -errno. */
+int write_file_atomic(const char *path, const char *content, int *ret_fd);

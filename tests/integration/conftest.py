@@ -1,0 +1,174 @@
+"""Shared helpers for the integration tests: the real prebind binary
+against real servers and clients. Every wait is bounded; no fixed ports."""
+
+import http.client
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVERS = os.path.join(HERE, "servers")
+BUILD = os.path.join(HERE, "..", "..", "build")
+PREBIND = os.path.abspath(os.environ.get("PREBIND", os.path.join(BUILD, "src", "prebind")))
+PROBE = os.path.abspath(os.environ.get("PROBE", os.path.join(BUILD, "tests", "helpers", "probe")))
+EXAMPLE_C_SERVER = os.path.abspath(os.environ.get(
+    "EXAMPLE_C_SERVER", os.path.join(BUILD, "examples", "c", "prebind-example-c-server")))
+# Debian's interpreter: python3-uvicorn and python3-gunicorn belong to it.
+PYTHON = "/usr/bin/python3"
+TIMEOUT = 20  # seconds: the bound on every wait in these tests
+
+
+class Prebind:
+    """A running prebind with its stdout as a pipe."""
+
+    def __init__(self, args, **kwargs):
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        self.args = [PREBIND] + list(args)
+        self.proc = subprocess.Popen(self.args, **kwargs)
+        self._buffer = b""
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def readline(self, timeout=TIMEOUT):
+        """One line of stdout, waiting at most timeout seconds."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no line from {self.args} within {timeout}s")
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                if not sel.select(left):
+                    continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise EOFError(f"{self.args} closed stdout; stderr: {self.stderr_text()}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    def stderr_text(self):
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return ""
+        return self.proc.stderr.read().decode(errors="replace")
+
+    def send(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=TIMEOUT):
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self, sig=signal.SIGTERM, timeout=TIMEOUT):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self.close()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=TIMEOUT)
+        for f in (self.proc.stdout, self.proc.stderr, self.proc.stdin):
+            if f:
+                f.close()
+
+
+@pytest.fixture
+def start():
+    """start(args) -> Prebind; every instance is killed at teardown."""
+    started = []
+
+    def _start(args, **kwargs):
+        p = Prebind(args, **kwargs)
+        started.append(p)
+        return p
+
+    yield _start
+    for p in started:
+        p.close()
+
+
+def run(args, timeout=TIMEOUT, **kwargs):
+    """Run prebind to completion; returns CompletedProcess with text output."""
+    kwargs.setdefault("capture_output", True)
+    kwargs.setdefault("text", True)
+    return subprocess.run([PREBIND] + list(args), timeout=timeout, **kwargs)
+
+
+def http_get(url_or_addr, path="/", timeout=TIMEOUT):
+    """GET over http.client; url may be http://host:port or a unix:/path."""
+    if url_or_addr.startswith("unix:"):
+        conn = UnixHTTPConnection(url_or_addr[len("unix:"):], timeout=timeout)
+    else:
+        hostport = url_or_addr.split("://", 1)[-1].rstrip("/")
+        conn = http.client.HTTPConnection(hostport, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode()
+    finally:
+        conn.close()
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect("\0" + self.unix_path[1:] if self.unix_path.startswith("@") else self.unix_path)
+        self.sock = s
+
+
+def curl(url, timeout=TIMEOUT):
+    """GET with the real curl client."""
+    out = subprocess.run(["curl", "-sS", "--max-time", str(timeout), url],
+                         capture_output=True, text=True, timeout=timeout + 5)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def wait_for(predicate, timeout=TIMEOUT, interval=0.02):
+    """Poll predicate until true or timeout; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is not alive for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def probe_json(text):
+    return json.loads(text)
+
+
+def server(name):
+    return os.path.join(SERVERS, name)
