@@ -9,27 +9,6 @@
 
 #include "address.h"
 
-int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret) {
-        unsigned long value = 0;
-
-        if (!text || !*text)
-                return -EINVAL;
-        for (const char *p = text; *p; p++) {
-                unsigned long digit;
-
-                if (*p < '0' || *p > '9')
-                        return -EINVAL;
-                digit = (unsigned long) (*p - '0');
-                if (digit > max || value > (max - digit) / 10)
-                        return -ERANGE;
-                value = value * 10 + digit;
-        }
-        if (value < min)
-                return -ERANGE;
-        *ret = value;
-        return 0;
-}
-
 bool fdname_is_valid(const char *name) {
         size_t n = 0;
 
@@ -201,7 +180,7 @@ int listen_spec_parse(const char *text, struct listen_spec *ret) {
         }
 
         if (startswith(address, "unix:"))
-                r = parse_unix(address + 5, SOCK_STREAM, &spec);
+                r = address[5] == '/' || address[5] == '@' ? parse_unix(address + 5, SOCK_STREAM, &spec) : -EINVAL;
         else if (startswith(address, "udp:"))
                 r = address[4] == '/' || address[4] == '@'
                         ? parse_unix(address + 4, SOCK_DGRAM, &spec)

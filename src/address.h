@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "parse.h"
+
 /* systemd's FileDescriptorName= limit (sd_listen_fds_with_names(3)). */
 #define FDNAME_MAX 255
 
@@ -37,9 +39,6 @@ void listen_spec_done(struct listen_spec *spec);
 /* systemd's fdname_is_valid(): 1..255 printable ASCII chars, no ':'. */
 bool fdname_is_valid(const char *name);
 
-/* Strict decimal parser: digits only, no sign, no spaces, value within
- * [min, max]. Returns 0, -EINVAL or -ERANGE; *ret untouched on failure. */
-int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret);
 
 /* The address as printed by --format=addr: "127.0.0.1:80", "[::1]:80",
  * "/path", "@name". buf must hold ADDRESS_STRING_MAX bytes. */

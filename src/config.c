@@ -55,6 +55,15 @@ static void help(void) {
                "      --subst                  expand the same templates in COMMAND's arguments\n"
                "      --exec                   replace prebind by COMMAND instead of supervising\n"
                "\n"
+               "Supervision:\n"
+               "      --group                  run COMMAND in its own process group and signal\n"
+               "                               the whole group\n"
+               "      --kill-after=DURATION    send SIGKILL if COMMAND is still running DURATION\n"
+               "                               after a SIGTERM or SIGINT (e.g. 10s, 500ms)\n"
+               "      --die-with-parent        stop COMMAND and clean up when prebind's parent dies\n"
+               "      --subreaper              adopt and reap orphaned descendants (as PID 1 does)\n"
+               "      --success-status=CODE    report exit status CODE as 0 (repeatable; e.g. 143)\n"
+               "\n"
                "  -q, --quiet                  print errors only\n"
                "  -v, --verbose                print details\n"
                "  -h, --help                   show this help and exit\n"
@@ -77,6 +86,11 @@ enum {
         ARG_FORMAT,
         ARG_SUBST,
         ARG_EXEC,
+        ARG_GROUP,
+        ARG_KILL_AFTER,
+        ARG_DIE_WITH_PARENT,
+        ARG_SUBREAPER,
+        ARG_SUCCESS_STATUS,
         ARG_VERSION,
 };
 
@@ -93,6 +107,11 @@ static const struct option options[] = {
         { "setenv",      required_argument, NULL, 'E' },
         { "subst",       no_argument,       NULL, ARG_SUBST },
         { "exec",        no_argument,       NULL, ARG_EXEC },
+        { "group",       no_argument,       NULL, ARG_GROUP },
+        { "kill-after",  required_argument, NULL, ARG_KILL_AFTER },
+        { "die-with-parent", no_argument,   NULL, ARG_DIE_WITH_PARENT },
+        { "subreaper",   no_argument,       NULL, ARG_SUBREAPER },
+        { "success-status", required_argument, NULL, ARG_SUCCESS_STATUS },
         { "quiet",       no_argument,       NULL, 'q' },
         { "verbose",     no_argument,       NULL, 'v' },
         { "help",        no_argument,       NULL, 'h' },
@@ -160,7 +179,7 @@ static int add_setenv(struct config *c, char *arg) {
         if (len == 0)
                 return usage_error("--setenv", arg, "missing variable name");
         if (is_protocol_variable(arg, len))
-                return usage_error("--setenv", arg, "LISTEN_* variables are set by prebind");
+                return usage_error("--setenv", arg, "this variable is set by prebind");
         grown = realloc(c->setenv, (c->n_setenv + 1) * sizeof *grown);
         if (!grown)
                 return log_error_errno(ENOMEM, "out of memory");
@@ -200,7 +219,7 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
 
                 errno = 0;
                 n = strtoul(arg, &end, 8);
-                if (!*arg || *end || errno || n > 07777 || arg[0] == '-' || arg[0] == '+' || arg[0] == ' ')
+                if (!*arg || arg[strspn(arg, "01234567")] != '\0' || *end || errno || n > 0777)
                         return usage_error("--socket-mode", arg, "expected an octal mode such as 0660");
                 c->socket_mode = (mode_t) n;
                 return 0;
@@ -236,6 +255,24 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
         case ARG_EXEC:
                 c->exec = true;
                 return 0;
+        case ARG_GROUP:
+                c->group = true;
+                return 0;
+        case ARG_KILL_AFTER:
+                if (parse_duration(arg, &c->kill_after_usec) < 0 || c->kill_after_usec == 0)
+                        return usage_error("--kill-after", arg, "expected a duration such as 10s, 1.5m or 500ms");
+                return 0;
+        case ARG_DIE_WITH_PARENT:
+                c->die_with_parent = true;
+                return 0;
+        case ARG_SUBREAPER:
+                c->subreaper = true;
+                return 0;
+        case ARG_SUCCESS_STATUS:
+                if (parse_uint(arg, 0, 255, &n) < 0)
+                        return usage_error("--success-status", arg, "expected an exit status from 0 to 255");
+                c->success_status[n] = true;
+                return 0;
         case 'q':
                 log_set_level(LOG_LEVEL_ERROR);
                 return 0;
@@ -265,11 +302,19 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
          * "prebind srv -l x" both leave "-l x" to srv. */
         optind = 0;
         opterr = 0;
-        while ((opt = getopt_long(argc, argv, "+:l:E:qvh", options, NULL)) >= 0) {
-                char short_option[3] = { '-', (char) optopt, '\0' };
-                /* The option getopt stopped at, for messages. An unknown
-                 * short one may be bundled ("-qz"): name it by optopt. */
-                const char *current = opt == '?' && optopt > 0 && optopt < 0x100 ? short_option : argv[optind - 1];
+        for (;;) {
+                /* The element getopt is about to read (optind is 0 before
+                 * the first call): a long option is named as typed, a short
+                 * one by optopt, as it may be bundled ("-qx"). */
+                int element = optind > 0 ? optind : 1;
+                char short_option[3] = { '-', 0, '\0' };
+                const char *current;
+
+                opt = getopt_long(argc, argv, "+:l:E:qvh", options, NULL);
+                if (opt < 0)
+                        break;
+                short_option[1] = (char) optopt;
+                current = element < argc && strncmp(argv[element], "--", 2) == 0 ? argv[element] : short_option;
 
                 if (opt == 'h') {
                         help();
@@ -293,6 +338,13 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 return usage_error(NULL, NULL, "missing COMMAND");
         }
         c.command = argv + optind;
+        /* Options that only mean something to a supervisor. */
+        if (c.exec && (c.group || c.kill_after_usec || c.die_with_parent || c.subreaper ||
+                       memchr(c.success_status, true, sizeof c.success_status))) {
+                config_done(&c);
+                return usage_error(NULL, NULL, "--exec leaves no supervisor: it cannot be combined with "
+                                   "--group, --kill-after, --die-with-parent, --subreaper or --success-status");
+        }
         if (!print_format_set)
                 c.print_format = c.format;
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "address.h"
@@ -48,6 +49,11 @@ struct config {
         bool subst;
 
         bool exec;
+        bool group;             /* COMMAND in its own process group; signal the group */
+        uint64_t kill_after_usec; /* SIGKILL this long after SIGTERM/SIGINT; 0: never */
+        bool die_with_parent;
+        bool subreaper;
+        bool success_status[256]; /* exit statuses reported as 0 */
         char **command;         /* points into argv; NULL-terminated */
 };
 

@@ -239,6 +239,8 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
 
                 close(gate[1]);
                 close(error[0]);
+                if (plan->new_process_group)
+                        setpgid(0, 0);
                 if (prepare_child(plan, keep, 2) < 0) {
                         fprintf(stderr, "prebind: cannot pass the sockets: %m\n");
                         _exit(EXIT_PREBIND_FAILED);
@@ -253,6 +255,10 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 _exit(exec_error_to_status(err));
         }
 
+        /* Both sides set the group, so that neither the parent's first
+         * signal nor the child's exec can come before it. */
+        if (plan->new_process_group)
+                setpgid(pid, pid);
         close(gate[0]);
         close(error[1]);
         *ret = (struct spawned) { .pid = pid, .gate_fd = gate[1], .error_fd = error[0] };

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -35,6 +36,7 @@ struct spawn_plan {
         struct child_env *env;
         const struct bound_socket *sockets;
         size_t n_sockets;
+        bool new_process_group;     /* --group: COMMAND leads its own group */
 };
 
 /* The exec status of a child: 0 when COMMAND runs, else the errno of

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,38 +133,42 @@ static int expand_templates(struct job *job) {
         return 0;
 }
 
-/* Signals that are not forwarded but keep their default action: faults
- * are about prebind itself, and the job-control stops let Ctrl-Z stop
- * prebind together with COMMAND (both are in the terminal's foreground
- * process group); "fg" continues both. */
-static bool signal_is_forwardable(int sig) {
-        switch (sig) {
-        case SIGKILL: case SIGSTOP:
-        case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS: case SIGABRT:
-        case SIGTSTP: case SIGTTIN: case SIGTTOU:
-                return false;
-        default:
-                return true;
-        }
-}
-
-/* Block every forwardable signal and receive them on a signalfd, so none
- * is lost between fork() and the loop. Ignored dispositions inherited from
- * the parent are reset: an ignored signal is discarded even when blocked,
- * and SIGCHLD ignored would make the kernel reap COMMAND and lose its
- * status (tini hangs forever in that case). */
+/* Every signal is blocked and read from a signalfd, so none is lost
+ * between fork() and the loop. The faults (SIGSEGV…) may be blocked too:
+ * a real fault is forced through by the kernel and still kills prebind,
+ * while the same signal sent with kill() is forwarded like any other.
+ * Ignored dispositions inherited from the parent are reset: an ignored
+ * signal is discarded even when blocked, and an ignored SIGCHLD would make
+ * the kernel reap COMMAND and lose its status (tini hangs in that case). */
 static int setup_signals(struct job *job) {
         sigset_t mask;
 
         sigemptyset(&mask);
         for (int sig = 1; sig < NSIG; sig++)
-                if (signal_is_forwardable(sig) && sigaddset(&mask, sig) == 0)
+                if (sig != SIGKILL && sig != SIGSTOP && sigaddset(&mask, sig) == 0)
                         signal(sig, SIG_DFL);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "cannot block signals: %m");
-        job->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+        job->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (job->signal_fd < 0)
                 return log_error_errno(errno, "cannot create signalfd: %m");
+        return 0;
+}
+
+/* --die-with-parent: the kernel sends SIGTERM when the parent dies, which
+ * is then handled as any SIGTERM (forwarded, --kill-after armed). The
+ * parent may already be gone: compare with the pid seen before prctl(). */
+static int setup_parent_death(const struct config *c) {
+        pid_t parent = getppid();
+
+        if (!c->die_with_parent)
+                return 0;
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
+                return log_error_errno(errno, "cannot set the parent death signal: %m");
+        if (getppid() != parent) {
+                log_error("the parent process is already gone (--die-with-parent)");
+                return -ESRCH;
+        }
         return 0;
 }
 
@@ -172,81 +180,149 @@ static int exit_status_of(int wait_status) {
         return EXIT_PREBIND_FAILED;
 }
 
-/* Reap every child that has exited (one SIGCHLD may stand for several);
- * returns true once COMMAND is among them. */
-static bool reap(pid_t child, int *ret_status) {
-        bool done = false;
+/* The state of one supervised COMMAND. */
+struct supervisor {
+        struct job *job;
+        pid_t child;
+        int pidfd;              /* -1 where pidfd_open() is missing: SIGCHLD alone */
+        int timer_fd;           /* --kill-after; -1 until armed */
+        bool exited;
+        int status;
+};
+
+/* Reap every child that has exited: one SIGCHLD may stand for several,
+ * and as PID 1 or a subreaper the orphans are ours to reap too. */
+static void reap(struct supervisor *s) {
         pid_t pid;
         int status;
 
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-                if (pid == child) {
-                        *ret_status = exit_status_of(status);
-                        done = true;
+                if (pid == s->child) {
+                        s->status = exit_status_of(status);
+                        s->exited = true;
                 }
-        return done;
 }
 
-static void forward(const struct signalfd_siginfo *si, pid_t child) {
-        /* Our own SIGPIPE, from writing to a reader that went away, is
-         * about prebind's stdout, not COMMAND's. */
-        if (si->ssi_signo == SIGPIPE && si->ssi_pid == (uint32_t) getpid())
-                return;
-        /* Sent by the kernel to the whole process group (Ctrl-C, Ctrl-\,
-         * a terminal hangup, SIGWINCH): COMMAND shares prebind's group,
-         * so it already has its own copy; forwarding would deliver twice. */
-        if (si->ssi_code == SI_KERNEL)
-                return;
-        log_debug("forwarding signal %u (%s) to %d", si->ssi_signo, strsignal((int) si->ssi_signo), (int) child);
-        if (kill(child, (int) si->ssi_signo) < 0 && errno != ESRCH)
-                log_error("cannot forward signal %u: %m", si->ssi_signo);
+static void signal_command(struct supervisor *s, int sig) {
+        pid_t target = s->job->config->group ? -s->child : s->child;
+
+        if (kill(target, sig) < 0 && errno != ESRCH)
+                log_error("cannot send signal %d (%s) to %d: %m", sig, sigabbrev_np(sig) ?: "?", (int) target);
 }
 
-static int supervise_loop(struct job *job, pid_t child) {
-        int status = EXIT_PREBIND_FAILED;
+static void arm_kill_after(struct supervisor *s) {
+        struct itimerspec when = { .it_value = {
+                .tv_sec = (time_t) (s->job->config->kill_after_usec / USEC_PER_SEC),
+                .tv_nsec = (long) (s->job->config->kill_after_usec % USEC_PER_SEC) * 1000,
+        } };
 
-        for (;;) {
-                struct signalfd_siginfo si;
-                ssize_t k = read(job->signal_fd, &si, sizeof si);
+        if (!s->job->config->kill_after_usec || s->timer_fd >= 0)
+                return;
+        s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (s->timer_fd < 0 || timerfd_settime(s->timer_fd, 0, &when, NULL) < 0)
+                log_error("cannot arm --kill-after: %m");
+}
 
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k != sizeof si) {
-                        log_error("cannot read signalfd: %m");
-                        /* Without signals we cannot supervise: wait for
-                         * COMMAND the plain way. */
-                        while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-                                ;
-                        return exit_status_of(status);
-                }
-                if (si.ssi_signo == SIGCHLD) {
-                        if (reap(child, &status))
-                                return status;
-                        continue;
-                }
-                forward(&si, child);
+static bool is_stop_signal(int sig) {
+        return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+static void handle_signal(struct supervisor *s, const struct signalfd_siginfo *si) {
+        int sig = (int) si->ssi_signo;
+
+        if (sig == SIGCHLD) {
+                reap(s);
+                return;
         }
+        /* Our own SIGPIPE, from writing to a reader that went away, is
+         * about prebind's output, not COMMAND's. */
+        if (sig == SIGPIPE && si->ssi_pid == (uint32_t) getpid())
+                return;
+        if (sig == SIGTERM || sig == SIGINT)
+                arm_kill_after(s);
+
+        /* The kernel sends terminal signals (Ctrl-C, Ctrl-\, Ctrl-Z, hangup,
+         * SIGWINCH) to the whole foreground process group. Unless --group
+         * moved it out, COMMAND is in that group and has its own copy:
+         * forwarding would deliver it twice. */
+        if (si->ssi_code != SI_KERNEL || s->job->config->group) {
+                log_debug("forwarding signal %d (SIG%s)", sig, sigabbrev_np(sig) ?: "?");
+                signal_command(s, sig);
+        }
+        /* Ctrl-Z: stop along with COMMAND, so that the shell sees the whole
+         * job stopped; "fg" continues both (SIGCONT is forwarded too). */
+        if (si->ssi_code == SI_KERNEL && is_stop_signal(sig))
+                raise(SIGSTOP);
+}
+
+static void drain_signals(struct supervisor *s) {
+        struct signalfd_siginfo si;
+
+        while (read(s->job->signal_fd, &si, sizeof si) == sizeof si)
+                handle_signal(s, &si);
+}
+
+static void kill_after_expired(struct supervisor *s) {
+        uint64_t ticks;
+
+        if (read(s->timer_fd, &ticks, sizeof ticks) != sizeof ticks)
+                return;
+        log_info("'%s' still running after --kill-after, sending SIGKILL", s->job->command[0]);
+        signal_command(s, SIGKILL);
+}
+
+/* Wait for COMMAND: signals (forwarded or reaped), its pidfd, the
+ * --kill-after timer. No periodic wake-up. */
+static int supervise_loop(struct supervisor *s) {
+        while (!s->exited) {
+                struct pollfd fds[3] = {
+                        { .fd = s->job->signal_fd, .events = POLLIN },
+                        { .fd = s->pidfd, .events = POLLIN },
+                        { .fd = s->timer_fd, .events = POLLIN },
+                };
+
+                if (poll(fds, 3, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return log_error_errno(errno, "poll: %m");
+                }
+                if (fds[0].revents)
+                        drain_signals(s);
+                if (fds[1].revents)
+                        reap(s);
+                if (fds[2].revents)
+                        kill_after_expired(s);
+        }
+        return 0;
+}
+
+static int final_status(const struct config *c, int status) {
+        return status >= 0 && status <= 255 && c->success_status[status] ? 0 : status;
 }
 
 static int run_supervised(struct job *job) {
+        const struct config *c = job->config;
         struct spawn_plan plan = {
                 .command = job->command,
                 .env = &job->env,
                 .sockets = job->sockets,
                 .n_sockets = job->n_sockets,
+                .new_process_group = c->group,
         };
+        struct supervisor s = { .job = job, .pidfd = -1, .timer_fd = -1 };
         struct spawned child;
-        int r, err, status;
+        int r, err;
 
-        r = setup_signals(job);
-        if (r < 0)
+        if (setup_signals(job) < 0)
                 return EXIT_PREBIND_FAILED;
+        if (c->subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                return log_error_errno(errno, "cannot become a subreaper: %m"), EXIT_PREBIND_FAILED;
         r = spawn_child(&plan, &child);
         if (r < 0)
                 return log_error_errno(r, "cannot fork: %m"), EXIT_PREBIND_FAILED;
+        s.child = child.pid;
 
-        r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), child.pid,
-                              &job->publication);
+        r = publish_addresses(c, job->sockets, job->n_sockets, getpid(), child.pid, &job->publication);
         if (r < 0) {
                 /* Closing the gate unopened makes the child exit unexec'd. */
                 close(child.gate_fd);
@@ -263,9 +339,21 @@ static int run_supervised(struct job *job) {
         }
         log_debug("started '%s' as pid %d", job->command[0], (int) child.pid);
 
-        status = supervise_loop(job, child.pid);
-        log_debug("'%s' ended, exit status %d", job->command[0], status);
-        return status;
+        /* Our own child cannot be reaped by anyone else, so its pid is not
+         * reused while we hold it: the pidfd is a precise exit event. */
+        s.pidfd = (int) syscall(SYS_pidfd_open, child.pid, 0);
+        r = supervise_loop(&s);
+        if (s.pidfd >= 0)
+                close(s.pidfd);
+        if (s.timer_fd >= 0)
+                close(s.timer_fd);
+        if (r < 0) {
+                signal_command(&s, SIGKILL);
+                waitpid(child.pid, NULL, 0);
+                return EXIT_PREBIND_FAILED;
+        }
+        log_debug("'%s' ended, exit status %d", job->command[0], s.status);
+        return final_status(c, s.status);
 }
 
 static int run_in_place(struct job *job) {
@@ -277,6 +365,10 @@ static int run_in_place(struct job *job) {
         };
         int r;
 
+        /* A reader gone from stdout must give EPIPE and exit 125, not
+         * kill prebind; COMMAND gets SIGPIPE back by the reset in
+         * spawn_exec_in_place(). */
+        signal(SIGPIPE, SIG_IGN);
         r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), getpid(), &job->publication);
         if (r < 0)
                 return EXIT_PREBIND_FAILED;
@@ -290,7 +382,7 @@ int prebind_run(const struct config *config) {
         struct job job = { .config = config, .signal_fd = -1 };
         int status = EXIT_PREBIND_FAILED;
 
-        if (bind_all(&job) < 0 || expand_templates(&job) < 0)
+        if (setup_parent_death(config) < 0 || bind_all(&job) < 0 || expand_templates(&job) < 0)
                 goto out;
         if (child_env_build(environ, job.setenv, config->n_setenv, job.sockets, job.n_sockets, &job.env) < 0) {
                 log_error("out of memory");

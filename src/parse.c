@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <string.h>
+
+#include "parse.h"
+
+int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret) {
+        unsigned long value = 0;
+
+        /* Syntax first: "99a" is not a number, whatever its digits. */
+        if (!text || !*text || text[strspn(text, "0123456789")] != '\0')
+                return -EINVAL;
+        for (const char *p = text; *p; p++) {
+                unsigned long digit;
+
+                digit = (unsigned long) (*p - '0');
+                if (digit > max || value > (max - digit) / 10)
+                        return -ERANGE;
+                value = value * 10 + digit;
+        }
+        if (value < min)
+                return -ERANGE;
+        *ret = value;
+        return 0;
+}
+
+int parse_duration(const char *text, uint64_t *ret_usec) {
+        static const struct {
+                const char *suffix;
+                uint64_t usec;
+        } units[] = {
+                { "ms", 1000 }, { "s", USEC_PER_SEC }, { "m", 60 * USEC_PER_SEC },
+                { "h", 3600 * USEC_PER_SEC }, { "d", 86400 * USEC_PER_SEC }, { "", USEC_PER_SEC },
+        };
+        const uint64_t max = 30 * 86400 * USEC_PER_SEC;
+        uint64_t whole = 0, frac = 0, frac_scale = 1, unit = 0;
+        const char *p = text;
+        size_t digits = 0;
+
+        if (!text)
+                return -EINVAL;
+        for (; *p >= '0' && *p <= '9'; p++, digits++) {
+                whole = whole * 10 + (uint64_t) (*p - '0');
+                if (whole > max)
+                        return -ERANGE;
+        }
+        if (*p == '.') {
+                p++;
+                for (; *p >= '0' && *p <= '9'; p++, digits++)
+                        if (frac_scale < USEC_PER_SEC * 1000) {
+                                frac = frac * 10 + (uint64_t) (*p - '0');
+                                frac_scale *= 10;
+                        }
+        }
+        if (digits == 0)
+                return -EINVAL;
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+                if (strcmp(p, units[i].suffix) == 0) {
+                        unit = units[i].usec;
+                        break;
+                }
+        if (unit == 0)
+                return -EINVAL;
+        if (whole > max / unit)
+                return -ERANGE;
+        whole = whole * unit + (uint64_t) ((unsigned __int128) frac * unit / frac_scale);
+        if (whole > max)
+                return -ERANGE;
+        *ret_usec = whole;
+        return 0;
+}

@@ -1,0 +1,628 @@
+/* SPDX-License-Identifier: MIT */
+/* The command line (config.c): config_parse_argv() on argv vectors. Each
+ * call's stdout and stderr are captured, so that a usage error is seen to
+ * print exactly one line, and success nothing. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "version.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define ARGV(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* ---- harness ------------------------------------------------------------- */
+
+struct capture {
+        int target;
+        int saved;
+        FILE *tmp;
+};
+
+static void capture_start(struct capture *c, int target) {
+        fflush(NULL);
+        c->target = target;
+        c->tmp = tmpfile();
+        ck_assert_ptr_nonnull(c->tmp);
+        c->saved = dup(target);
+        ck_assert_int_ge(c->saved, 0);
+        ck_assert_int_eq(dup2(fileno(c->tmp), target), target);
+}
+
+static char *capture_end(struct capture *c) {
+        char *text = NULL;
+        size_t size = 0;
+
+        fflush(NULL);
+        ck_assert_int_eq(dup2(c->saved, c->target), c->target);
+        close(c->saved);
+        rewind(c->tmp);
+        if (getdelim(&text, &size, '\0', c->tmp) < 0) {
+                free(text);
+                text = strdup("");
+        }
+        fclose(c->tmp);
+        ck_assert_ptr_nonnull(text);
+        return text;
+}
+
+/* Every argv and the last parsed config live until the test ends: the
+ * config points into its argv (command, listens[].text, setenv). */
+static char **argvs[16];
+static size_t n_argvs;
+static struct config cfg;
+static bool have_cfg;
+static char *out, *err;        /* what the last parse() printed */
+
+static void teardown(void) {
+        if (have_cfg)
+                config_done(&cfg);
+        have_cfg = false;
+        for (size_t i = 0; i < n_argvs; i++) {
+                for (char **a = argvs[i]; *a; a++)
+                        free(*a);
+                free(argvs[i]);
+        }
+        n_argvs = 0;
+        free(out);
+        free(err);
+        out = err = NULL;
+}
+
+static int parse(const char *const *args) {
+        struct config c, before;
+        struct capture cap_out, cap_err;
+        char **argv;
+        int argc = 0, r;
+
+        while (args[argc])
+                argc++;
+        argv = calloc((size_t) argc + 1, sizeof *argv);
+        ck_assert_ptr_nonnull(argv);
+        for (int i = 0; i < argc; i++) {
+                argv[i] = strdup(args[i]);
+                ck_assert_ptr_nonnull(argv[i]);
+        }
+        ck_assert_uint_lt(n_argvs, ARRAY_SIZE(argvs));
+        argvs[n_argvs++] = argv;
+
+        memset(&c, 0x5a, sizeof c);
+        before = c;
+        free(out);
+        free(err);
+        capture_start(&cap_out, STDOUT_FILENO);
+        capture_start(&cap_err, STDERR_FILENO);
+        r = config_parse_argv(argc, argv, &c);
+        err = capture_end(&cap_err);
+        out = capture_end(&cap_out);
+
+        if (r == 1) {
+                ck_assert_str_eq(err, "");
+                ck_assert_str_eq(out, "");
+                ck_assert(c.command >= argv + 1 && c.command <= argv + argc - 1);
+                if (have_cfg)
+                        config_done(&cfg);
+                cfg = c;
+                have_cfg = true;
+        } else {
+                /* *ret is untouched on failure, and on --help/--version. */
+                ck_assert_mem_eq(&c, &before, sizeof c);
+        }
+        return r;
+}
+
+/* A usage error: -EINVAL, exactly the one line want on stderr, nothing on stdout. */
+static void check_usage_error(const char *const *args, const char *want) {
+        int r = parse(args);
+
+        ck_assert_msg(r == -EINVAL, "'%s': expected -EINVAL, got %d", args[1] ? args[1] : "", r);
+        ck_assert_str_eq(out, "");
+        if (want)
+                ck_assert_str_eq(err, want);
+        else {
+                /* One line: "prebind: …(see --help)\n". */
+                ck_assert_msg(strncmp(err, "prebind: ", 9) == 0, "stderr: '%s'", err);
+                ck_assert_msg(strstr(err, " (see --help)\n") && strchr(err, '\n') == err + strlen(err) - 1,
+                              "stderr: '%s'", err);
+        }
+}
+
+static void check_listen_inet(const struct listen_spec *l, const char *host, int port, int type) {
+        struct in_addr want;
+
+        ck_assert_int_eq(inet_pton(AF_INET, host, &want), 1);
+        ck_assert_int_eq(l->addr.sa.sa_family, AF_INET);
+        ck_assert_uint_eq(l->addr_len, sizeof(struct sockaddr_in));
+        ck_assert_uint_eq(l->addr.in.sin_addr.s_addr, want.s_addr);
+        ck_assert_int_eq(ntohs(l->addr.in.sin_port), port);
+        ck_assert_int_eq(l->type, type);
+}
+
+/* ---- defaults ------------------------------------------------------------ */
+
+START_TEST(test_defaults) {
+        ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
+        ck_assert_uint_eq(cfg.n_listens, 1);
+        check_listen_inet(&cfg.listens[0], "127.0.0.1", 0, SOCK_STREAM);
+        ck_assert_str_eq(cfg.listens[0].text, "127.0.0.1:0");
+        ck_assert_ptr_null(cfg.listens[0].name);
+        ck_assert_int_eq(cfg.backlog, SOMAXCONN);
+        ck_assert(!cfg.reuseport);
+        ck_assert(!cfg.v6only);
+        ck_assert_uint_eq(cfg.socket_mode, 0666);
+        ck_assert_int_eq(cfg.format, FORMAT_PORT);
+        ck_assert(!cfg.print);
+        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
+        ck_assert_ptr_null(cfg.port_file);
+        ck_assert_int_eq(cfg.port_fd, -1);
+        ck_assert_ptr_null(cfg.setenv);
+        ck_assert_uint_eq(cfg.n_setenv, 0);
+        ck_assert(!cfg.subst);
+        ck_assert(!cfg.exec);
+        ck_assert_ptr_eq(cfg.command, argvs[0] + 1);
+        ck_assert_str_eq(cfg.command[0], "srv");
+        ck_assert_ptr_null(cfg.command[1]);
+        ck_assert_int_eq(log_get_level(), LOG_LEVEL_INFO);
+}
+END_TEST
+
+START_TEST(test_flags) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--reuseport", "--v6only", "--subst", "--exec", "srv", "a")), 1);
+        ck_assert(cfg.reuseport);
+        ck_assert(cfg.v6only);
+        ck_assert(cfg.subst);
+        ck_assert(cfg.exec);
+        ck_assert_str_eq(cfg.command[0], "srv");
+        ck_assert_str_eq(cfg.command[1], "a");
+        ck_assert_ptr_null(cfg.command[2]);
+}
+END_TEST
+
+START_TEST(test_verbosity) {
+        ck_assert_int_eq(parse(ARGV("prebind", "-q", "srv")), 1);
+        ck_assert_int_eq(log_get_level(), LOG_LEVEL_ERROR);
+        ck_assert_int_eq(parse(ARGV("prebind", "--verbose", "srv")), 1);
+        ck_assert_int_eq(log_get_level(), LOG_LEVEL_DEBUG);
+        ck_assert_int_eq(parse(ARGV("prebind", "--quiet", "srv")), 1);
+        ck_assert_int_eq(log_get_level(), LOG_LEVEL_ERROR);
+        ck_assert_int_eq(parse(ARGV("prebind", "-v", "srv")), 1);
+        ck_assert_int_eq(log_get_level(), LOG_LEVEL_DEBUG);
+}
+END_TEST
+
+START_TEST(test_parse_twice) {
+        /* config_parse_argv() resets getopt itself: a second parse in the
+         * same process starts from argv[1] again. */
+        ck_assert_int_eq(parse(ARGV("prebind", "-l", "80", "--exec", "srv")), 1);
+        ck_assert(cfg.exec);
+        ck_assert_int_eq(parse(ARGV("prebind", "-l", "81", "other")), 1);
+        ck_assert(!cfg.exec);
+        ck_assert_uint_eq(cfg.n_listens, 1);
+        check_listen_inet(&cfg.listens[0], "127.0.0.1", 81, SOCK_STREAM);
+        ck_assert_str_eq(cfg.command[0], "other");
+        /* Even after a failure halfway through argv. */
+        check_usage_error(ARGV("prebind", "--bogus", "x"), NULL);
+        ck_assert_int_eq(parse(ARGV("prebind", "-l", "82", "third")), 1);
+        check_listen_inet(&cfg.listens[0], "127.0.0.1", 82, SOCK_STREAM);
+}
+END_TEST
+
+START_TEST(test_help_version) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--help")), 0);
+        ck_assert_str_eq(err, "");
+        ck_assert_msg(strncmp(out, "Usage: ", 7) == 0, "stdout: '%s'", out);
+        ck_assert_ptr_nonnull(strstr(out, " [OPTION]... [--] COMMAND [ARG]...\n"));
+        ck_assert_ptr_nonnull(strstr(out, "--listen=[NAME=]ADDRESS"));
+
+        ck_assert_int_eq(parse(ARGV("prebind", "-h", "srv")), 0);
+        ck_assert_msg(strncmp(out, "Usage: ", 7) == 0, "stdout: '%s'", out);
+
+        ck_assert_int_eq(parse(ARGV("prebind", "--version")), 0);
+        ck_assert_str_eq(err, "");
+        ck_assert_str_eq(out, "prebind " PREBIND_VERSION "\n");
+
+        /* After COMMAND they are COMMAND's. */
+        ck_assert_int_eq(parse(ARGV("prebind", "srv", "--help")), 1);
+        ck_assert_str_eq(cfg.command[1], "--help");
+}
+END_TEST
+
+/* ---- --print and --format ------------------------------------------------ */
+
+START_TEST(test_print_format) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--print", "srv")), 1);
+        ck_assert(cfg.print);
+        ck_assert_int_eq(cfg.format, FORMAT_PORT);
+        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
+
+        /* --print=FMT is for stdout only. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--print=json", "srv")), 1);
+        ck_assert(cfg.print);
+        ck_assert_int_eq(cfg.format, FORMAT_PORT);
+        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+
+        /* --format is for every output… */
+        ck_assert_int_eq(parse(ARGV("prebind", "--format=url", "srv")), 1);
+        ck_assert(!cfg.print);
+        ck_assert_int_eq(cfg.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.print_format, FORMAT_URL);
+
+        ck_assert_int_eq(parse(ARGV("prebind", "--print", "--format", "env", "srv")), 1);
+        ck_assert(cfg.print);
+        ck_assert_int_eq(cfg.format, FORMAT_ENV);
+        ck_assert_int_eq(cfg.print_format, FORMAT_ENV);
+
+        /* …unless --print=FMT says otherwise, in either order. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--format=url", "--print=json", "srv")), 1);
+        ck_assert_int_eq(cfg.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+        ck_assert_int_eq(parse(ARGV("prebind", "--print=json", "--format=url", "srv")), 1);
+        ck_assert_int_eq(cfg.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+
+        /* The last --format wins. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--format=env", "--format=addr", "srv")), 1);
+        ck_assert_int_eq(cfg.format, FORMAT_ADDR);
+        ck_assert_int_eq(cfg.print_format, FORMAT_ADDR);
+
+        /* The optional argument must be attached: "--print json" prints
+         * the port and runs json. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--print", "json")), 1);
+        ck_assert(cfg.print);
+        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
+        ck_assert_str_eq(cfg.command[0], "json");
+}
+END_TEST
+
+START_TEST(test_print_format_errors) {
+        check_usage_error(ARGV("prebind", "--print=bogus", "srv"),
+                          "prebind: --print: 'bogus': expected port, addr, url, json or env (see --help)\n");
+        check_usage_error(ARGV("prebind", "--print=", "srv"),
+                          "prebind: --print: '': expected port, addr, url, json or env (see --help)\n");
+        check_usage_error(ARGV("prebind", "--format=JSON", "srv"),
+                          "prebind: --format: 'JSON': expected port, addr, url, json or env (see --help)\n");
+        check_usage_error(ARGV("prebind", "--format=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--format"), "prebind: option '--format' requires an argument (see --help)\n");
+}
+END_TEST
+
+/* ---- --listen ------------------------------------------------------------ */
+
+START_TEST(test_listen) {
+        ck_assert_int_eq(parse(ARGV("prebind", "-l", "web=8080", "--listen=/tmp/x.sock", "-ludp:53",
+                                    "--listen", "[::1]:0", "srv")),
+                         1);
+        ck_assert_uint_eq(cfg.n_listens, 4);
+        check_listen_inet(&cfg.listens[0], "127.0.0.1", 8080, SOCK_STREAM);
+        ck_assert_str_eq(cfg.listens[0].name, "web");
+        ck_assert_str_eq(cfg.listens[0].text, "web=8080");
+        ck_assert_ptr_eq(cfg.listens[0].text, argvs[0][2]);
+        ck_assert_int_eq(cfg.listens[1].addr.sa.sa_family, AF_UNIX);
+        ck_assert_str_eq(cfg.listens[1].addr.un.sun_path, "/tmp/x.sock");
+        ck_assert_ptr_null(cfg.listens[1].name);
+        check_listen_inet(&cfg.listens[2], "127.0.0.1", 53, SOCK_DGRAM);
+        ck_assert_int_eq(cfg.listens[3].addr.sa.sa_family, AF_INET6);
+        ck_assert_str_eq(cfg.command[0], "srv");
+
+        /* One -l replaces the default. */
+        ck_assert_int_eq(parse(ARGV("prebind", "-l", "*:9", "srv")), 1);
+        ck_assert_uint_eq(cfg.n_listens, 1);
+        check_listen_inet(&cfg.listens[0], "0.0.0.0", 9, SOCK_STREAM);
+
+        /* Bundled short options. */
+        ck_assert_int_eq(parse(ARGV("prebind", "-ql", "7", "srv")), 1);
+        ck_assert_int_eq(log_get_level(), LOG_LEVEL_ERROR);
+        check_listen_inet(&cfg.listens[0], "127.0.0.1", 7, SOCK_STREAM);
+}
+END_TEST
+
+START_TEST(test_listen_errors) {
+        check_usage_error(ARGV("prebind", "-l", "bad", "srv"),
+                          "prebind: --listen: 'bad': invalid address (see --help)\n");
+        check_usage_error(ARGV("prebind", "-l", "65536", "srv"),
+                          "prebind: --listen: '65536': port out of range 0-65535 (see --help)\n");
+        check_usage_error(ARGV("prebind", "--listen=[fe80::1%nosuchif0]:0", "srv"),
+                          "prebind: --listen: '[fe80::1%nosuchif0]:0': no such network interface (see --help)\n");
+        check_usage_error(ARGV("prebind", "-l", "80", "-l", "", "srv"),
+                          "prebind: --listen: '': invalid address (see --help)\n");
+        check_usage_error(ARGV("prebind", "-l", "a:b=80", "srv"), NULL);
+}
+END_TEST
+
+START_TEST(test_listen_path_too_long) {
+        char path[120];
+
+        memset(path, 'p', sizeof path - 1);
+        path[0] = '/';
+        path[sizeof path - 1] = '\0';
+        ck_assert_int_eq(parse(ARGV("prebind", "-l", path, "srv")), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "': unix socket path too long (see --help)\n"));
+}
+END_TEST
+
+/* ---- COMMAND ------------------------------------------------------------- */
+
+START_TEST(test_options_stop_at_command) {
+        /* '+': what follows COMMAND is COMMAND's, options included. */
+        ck_assert_int_eq(parse(ARGV("prebind", "srv", "-l", "80", "--exec", "-E", "X=1")), 1);
+        ck_assert_ptr_eq(cfg.command, argvs[0] + 1);
+        ck_assert_str_eq(cfg.command[0], "srv");
+        ck_assert_str_eq(cfg.command[1], "-l");
+        ck_assert_str_eq(cfg.command[2], "80");
+        ck_assert_str_eq(cfg.command[3], "--exec");
+        ck_assert_str_eq(cfg.command[4], "-E");
+        ck_assert_str_eq(cfg.command[5], "X=1");
+        ck_assert_ptr_null(cfg.command[6]);
+        ck_assert_uint_eq(cfg.n_listens, 1);
+        check_listen_inet(&cfg.listens[0], "127.0.0.1", 0, SOCK_STREAM);
+        ck_assert(!cfg.exec);
+        ck_assert_uint_eq(cfg.n_setenv, 0);
+
+        /* "--" ends the options too; what follows is COMMAND even if it looks like one. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--exec", "--", "--srv", "--help")), 1);
+        ck_assert(cfg.exec);
+        ck_assert_ptr_eq(cfg.command, argvs[1] + 3);
+        ck_assert_str_eq(cfg.command[0], "--srv");
+        ck_assert_str_eq(cfg.command[1], "--help");
+        ck_assert_ptr_null(cfg.command[2]);
+
+        /* A lone "-" is an operand, not an option. */
+        ck_assert_int_eq(parse(ARGV("prebind", "-", "x")), 1);
+        ck_assert_str_eq(cfg.command[0], "-");
+}
+END_TEST
+
+START_TEST(test_missing_command) {
+        check_usage_error(ARGV("prebind"), "prebind: missing COMMAND (see --help)\n");
+        check_usage_error(ARGV("prebind", "-l", "80"), "prebind: missing COMMAND (see --help)\n");
+        check_usage_error(ARGV("prebind", "--print=json", "--"), "prebind: missing COMMAND (see --help)\n");
+        check_usage_error(ARGV("prebind", "--"), "prebind: missing COMMAND (see --help)\n");
+}
+END_TEST
+
+START_TEST(test_bad_options) {
+        check_usage_error(ARGV("prebind", "--bogus", "srv"), "prebind: unknown option '--bogus' (see --help)\n");
+        check_usage_error(ARGV("prebind", "-x", "srv"), "prebind: unknown option '-x' (see --help)\n");
+        check_usage_error(ARGV("prebind", "-qx", "srv"), "prebind: unknown option '-x' (see --help)\n");
+        check_usage_error(ARGV("prebind", "-l"), "prebind: option '-l' requires an argument (see --help)\n");
+        check_usage_error(ARGV("prebind", "-E"), "prebind: option '-E' requires an argument (see --help)\n");
+        check_usage_error(ARGV("prebind", "--listen"),
+                          "prebind: option '--listen' requires an argument (see --help)\n");
+        check_usage_error(ARGV("prebind", "--setenv"),
+                          "prebind: option '--setenv' requires an argument (see --help)\n");
+        check_usage_error(ARGV("prebind", "--backlog"),
+                          "prebind: option '--backlog' requires an argument (see --help)\n");
+        check_usage_error(ARGV("prebind", "--port-file"), NULL);
+        /* Ambiguous abbreviation (--print, --port-file, --port-fd). */
+        check_usage_error(ARGV("prebind", "--p", "srv"), NULL);
+        /* An argument to an option that takes none. */
+        check_usage_error(ARGV("prebind", "--exec=yes", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--subst=1", "srv"), NULL);
+}
+END_TEST
+
+/* BUG (reported): when getopt_long() rejects "--quiet=1" (an argument to
+ * an option that takes none), optopt holds the option's short letter, and
+ * the message names "-q", which the user never typed, as "unknown". */
+START_TEST(test_bug_long_option_named_in_message) {
+        check_usage_error(ARGV("prebind", "--quiet=1", "srv"), NULL);
+        ck_assert_msg(strstr(err, "'--quiet") != NULL, "stderr: '%s'", err);
+        ck_assert_msg(strstr(err, "'-q'") == NULL, "stderr: '%s'", err);
+        check_usage_error(ARGV("prebind", "--verbose=yes", "srv"), NULL);
+        ck_assert_msg(strstr(err, "'--verbose") != NULL, "stderr: '%s'", err);
+        ck_assert_msg(strstr(err, "'-v'") == NULL, "stderr: '%s'", err);
+}
+END_TEST
+
+/* ---- -E ------------------------------------------------------------------ */
+
+START_TEST(test_setenv) {
+        ck_assert_int_eq(parse(ARGV("prebind", "-E", "FOO=bar", "--setenv=BAZ", "-EURL={url}",
+                                    "-E", "NOTIFY_SOCKET", "-E", "LISTEN_FDSX=1", "-E", "E=", "srv")),
+                         1);
+        ck_assert_uint_eq(cfg.n_setenv, 6);
+        ck_assert_str_eq(cfg.setenv[0], "FOO=bar");
+        ck_assert_ptr_eq(cfg.setenv[0], argvs[0][2]);
+        ck_assert_str_eq(cfg.setenv[1], "BAZ");
+        ck_assert_str_eq(cfg.setenv[2], "URL={url}");
+        ck_assert_str_eq(cfg.setenv[3], "NOTIFY_SOCKET");
+        ck_assert_str_eq(cfg.setenv[4], "LISTEN_FDSX=1");
+        ck_assert_str_eq(cfg.setenv[5], "E=");
+}
+END_TEST
+
+static const char *const protocol_setenv[] = {
+        "LISTEN_FDS", "LISTEN_FDS=3", "LISTEN_PID", "LISTEN_PID=1", "LISTEN_FDNAMES=a:b",
+        "LISTEN_FDNAMES", "LISTEN_PIDFDID=7", "LISTEN_PIDFDID",
+};
+
+START_TEST(test_setenv_protocol_rejected) {
+        char *want;
+
+        ck_assert_int_gt(asprintf(&want, "prebind: --setenv: '%s': this variable is set by prebind (see --help)\n",
+                                  protocol_setenv[_i]),
+                         0);
+        check_usage_error(ARGV("prebind", "-E", protocol_setenv[_i], "srv"), want);
+        free(want);
+}
+END_TEST
+
+START_TEST(test_setenv_errors) {
+        check_usage_error(ARGV("prebind", "-E", "=x", "srv"),
+                          "prebind: --setenv: '=x': missing variable name (see --help)\n");
+        check_usage_error(ARGV("prebind", "-E", "", "srv"),
+                          "prebind: --setenv: '': missing variable name (see --help)\n");
+}
+END_TEST
+
+/* ---- numbers ------------------------------------------------------------- */
+
+START_TEST(test_backlog) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--backlog=1", "srv")), 1);
+        ck_assert_int_eq(cfg.backlog, 1);
+        ck_assert_int_eq(parse(ARGV("prebind", "--backlog", "128", "srv")), 1);
+        ck_assert_int_eq(cfg.backlog, 128);
+        ck_assert_int_eq(parse(ARGV("prebind", "--backlog=2147483647", "srv")), 1);
+        ck_assert_int_eq(cfg.backlog, 2147483647);
+
+        check_usage_error(ARGV("prebind", "--backlog=0", "srv"),
+                          "prebind: --backlog: '0': expected a number from 1 (see --help)\n");
+        check_usage_error(ARGV("prebind", "--backlog=2147483648", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--backlog=-1", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--backlog=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--backlog= 5", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--backlog=5k", "srv"), NULL);
+}
+END_TEST
+
+START_TEST(test_socket_mode) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode=0660", "srv")), 1);
+        ck_assert_uint_eq(cfg.socket_mode, 0660);
+        ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode", "600", "srv")), 1);
+        ck_assert_uint_eq(cfg.socket_mode, 0600);
+        ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode=0", "srv")), 1);
+        ck_assert_uint_eq(cfg.socket_mode, 0);
+        ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode=777", "srv")), 1);
+        ck_assert_uint_eq(cfg.socket_mode, 0777);
+        /* Only permission bits: bind() ignores the rest. */
+        check_usage_error(ARGV("prebind", "--socket-mode=1777", "srv"), NULL);
+
+        check_usage_error(ARGV("prebind", "--socket-mode=999", "srv"),
+                          "prebind: --socket-mode: '999': expected an octal mode such as 0660 (see --help)\n");
+        check_usage_error(ARGV("prebind", "--socket-mode=0668", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--socket-mode=10000", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--socket-mode=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--socket-mode=-1", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--socket-mode=+660", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--socket-mode= 660", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--socket-mode=660 ", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--socket-mode=0x1ff", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--socket-mode=u+rw", "srv"), NULL);
+}
+END_TEST
+
+/* BUG (reported): --socket-mode uses strtoul(3), which skips any leading
+ * white space; only ' ' is refused by hand, so a tab or a newline before
+ * the digits is accepted. Numbers should go through one strict parser. */
+START_TEST(test_bug_socket_mode_leading_whitespace) {
+        check_usage_error(ARGV("prebind", "--socket-mode=\t660", "srv"), NULL);
+        /* (The message quotes the argument, newline included.) */
+        ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode=\n660", "srv")), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_port_file) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--port-file=/tmp/port", "srv")), 1);
+        ck_assert_str_eq(cfg.port_file, "/tmp/port");
+        ck_assert_int_eq(parse(ARGV("prebind", "--port-file", "rel/port", "srv")), 1);
+        ck_assert_str_eq(cfg.port_file, "rel/port");
+        check_usage_error(ARGV("prebind", "--port-file=", "srv"), "prebind: --port-file: '': empty path (see --help)\n");
+}
+END_TEST
+
+START_TEST(test_port_fd) {
+        int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        char number[16];
+
+        ck_assert_int_ge(fd, 3);
+        snprintf(number, sizeof number, "%d", fd);
+        ck_assert_int_eq(parse(ARGV("prebind", "--port-fd", number, "srv")), 1);
+        ck_assert_int_eq(cfg.port_fd, fd);
+        /* Parsing only checks the fd: it stays open. */
+        ck_assert_int_ge(fcntl(fd, F_GETFD), 0);
+        close(fd);
+
+        for (int std = 0; std <= 2; std++) {
+                char *want;
+
+                snprintf(number, sizeof number, "%d", std);
+                ck_assert_int_gt(asprintf(&want, "prebind: --port-fd: '%d': use --print for stdout; fds 0-2 are "
+                                                 "COMMAND's (see --help)\n", std),
+                                 0);
+                check_usage_error(ARGV("prebind", "--port-fd", number, "srv"), want);
+                free(want);
+        }
+
+        /* Not open (the capture of stdout/stderr uses the lowest free fds). */
+        ck_assert_int_lt(fcntl(1000, F_GETFD), 0);
+        check_usage_error(ARGV("prebind", "--port-fd=1000", "srv"),
+                          "prebind: --port-fd: '1000': not an open file descriptor (see --help)\n");
+        check_usage_error(ARGV("prebind", "--port-fd=abc", "srv"),
+                          "prebind: --port-fd: 'abc': expected a file descriptor number (see --help)\n");
+        check_usage_error(ARGV("prebind", "--port-fd=-1", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--port-fd=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--port-fd=2147483648", "srv"), NULL);
+}
+END_TEST
+
+static Suite *config_suite(void) {
+        Suite *s = suite_create("config");
+        TCase *tc;
+
+        tc = tcase_create("defaults");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, test_defaults);
+        tcase_add_test(tc, test_flags);
+        tcase_add_test(tc, test_verbosity);
+        tcase_add_test(tc, test_parse_twice);
+        tcase_add_test(tc, test_help_version);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("format");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, test_print_format);
+        tcase_add_test(tc, test_print_format_errors);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("listen");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, test_listen);
+        tcase_add_test(tc, test_listen_errors);
+        tcase_add_test(tc, test_listen_path_too_long);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("command");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, test_options_stop_at_command);
+        tcase_add_test(tc, test_missing_command);
+        tcase_add_test(tc, test_bad_options);
+        tcase_add_test(tc, test_bug_long_option_named_in_message);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("setenv");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, test_setenv);
+        tcase_add_loop_test(tc, test_setenv_protocol_rejected, 0, ARRAY_SIZE(protocol_setenv));
+        tcase_add_test(tc, test_setenv_errors);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("numbers");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, test_backlog);
+        tcase_add_test(tc, test_socket_mode);
+        tcase_add_test(tc, test_bug_socket_mode_leading_whitespace);
+        tcase_add_test(tc, test_port_file);
+        tcase_add_test(tc, test_port_fd);
+        suite_add_tcase(s, tc);
+
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(config_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_ENV);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
