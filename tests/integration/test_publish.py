@@ -184,13 +184,14 @@ def test_without_publishing_option_logs_on_stderr_and_q_silences():
     assert run(["-q", "--", "true"]).stderr == ""
 
 
-def test_print_to_a_closed_pipe_is_an_error_and_nothing_runs(tmp_path):
+@pytest.mark.parametrize("mode", [[], ["--exec"]])
+def test_print_to_a_closed_pipe_is_an_error_and_nothing_runs(tmp_path, mode):
     marker = tmp_path / "ran"
     r, w = os.pipe()
     os.close(r)
     try:
-        out = subprocess.run([PREBIND, "--print", "--", "touch", str(marker)], stdout=w, stderr=subprocess.PIPE,
-                             text=True, timeout=TIMEOUT)
+        out = subprocess.run([PREBIND, *mode, "--print", "--", "touch", str(marker)], stdout=w,
+                             stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
     finally:
         os.close(w)
     assert out.returncode == 125
