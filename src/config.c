@@ -54,6 +54,8 @@ static void help(void) {
                "                               {NAME.port}... in VALUE expand to the addresses\n"
                "      --subst                  expand the same templates in COMMAND's arguments\n"
                "      --exec                   replace prebind by COMMAND instead of supervising\n"
+               "      --ready[=TIMEOUT]        give COMMAND a NOTIFY_SOCKET and publish only once it\n"
+               "                               sends READY=1 (default timeout 90s; 'infinity')\n"
                "\n"
                "Supervision:\n"
                "      --group                  run COMMAND in its own process group and signal\n"
@@ -86,6 +88,7 @@ enum {
         ARG_FORMAT,
         ARG_SUBST,
         ARG_EXEC,
+        ARG_READY,
         ARG_GROUP,
         ARG_KILL_AFTER,
         ARG_DIE_WITH_PARENT,
@@ -107,6 +110,7 @@ static const struct option options[] = {
         { "setenv",      required_argument, NULL, 'E' },
         { "subst",       no_argument,       NULL, ARG_SUBST },
         { "exec",        no_argument,       NULL, ARG_EXEC },
+        { "ready",       optional_argument, NULL, ARG_READY },
         { "group",       no_argument,       NULL, ARG_GROUP },
         { "kill-after",  required_argument, NULL, ARG_KILL_AFTER },
         { "die-with-parent", no_argument,   NULL, ARG_DIE_WITH_PARENT },
@@ -255,6 +259,13 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
         case ARG_EXEC:
                 c->exec = true;
                 return 0;
+        case ARG_READY:
+                c->ready = true;
+                if (arg && strcmp(arg, "infinity") == 0)
+                        c->ready_timeout_usec = 0;
+                else if (arg && (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0))
+                        return usage_error("--ready", arg, "expected a duration such as 30s, or infinity");
+                return 0;
         case ARG_GROUP:
                 c->group = true;
                 return 0;
@@ -294,6 +305,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 .socket_mode = 0666,
                 .format = FORMAT_PORT,
                 .port_fd = -1,
+                .ready_timeout_usec = 90 * USEC_PER_SEC,
         };
         bool print_format_set = false;
         int opt, r;
@@ -339,16 +351,17 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
         }
         c.command = argv + optind;
         /* Options that only mean something to a supervisor. */
-        if (c.exec && (c.group || c.kill_after_usec || c.die_with_parent || c.subreaper ||
+        if (c.exec && (c.ready || c.group || c.kill_after_usec || c.die_with_parent || c.subreaper ||
                        memchr(c.success_status, true, sizeof c.success_status))) {
                 config_done(&c);
-                return usage_error(NULL, NULL, "--exec leaves no supervisor: it cannot be combined with "
+                return usage_error(NULL, NULL, "--exec leaves no supervisor: it cannot be combined with --ready, "
                                    "--group, --kill-after, --die-with-parent, --subreaper or --success-status");
         }
         if (!print_format_set)
                 c.print_format = c.format;
 
         if (c.n_listens == 0) {
+                c.listen_default = true;
                 r = add_listen(&c, "127.0.0.1:0");
                 if (r < 0) {
                         config_done(&c);

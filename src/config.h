@@ -32,6 +32,7 @@ const char *output_format_to_string(enum output_format f);
 struct config {
         struct listen_spec *listens;
         size_t n_listens;
+        bool listen_default;    /* no -l: 127.0.0.1:0, unless sockets were inherited */
 
         int backlog;
         bool reuseport;
@@ -49,6 +50,8 @@ struct config {
         bool subst;
 
         bool exec;
+        bool ready;             /* --ready: publish after COMMAND's READY=1 */
+        uint64_t ready_timeout_usec; /* 0: wait forever */
         bool group;             /* COMMAND in its own process group; signal the group */
         uint64_t kill_after_usec; /* SIGKILL this long after SIGTERM/SIGINT; 0: never */
         bool die_with_parent;

@@ -27,10 +27,16 @@ int write_all(int fd, const char *buf, size_t len) {
 }
 
 int write_file_atomic(const char *path, const char *content, int *ret_fd) {
+        struct stat st;
         mode_t mask;
         char *tmp;
         int fd, r;
 
+        /* rename(2) would replace anything: a device (as root, --port-file
+         * =/dev/null would turn it into a file, then delete it), a symlink
+         * or a socket. Only a regular file may be replaced. */
+        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+                return -EEXIST;
         if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
                 return -ENOMEM;
         fd = mkostemp(tmp, O_CLOEXEC | O_NOFOLLOW);
@@ -111,6 +117,9 @@ static int publish_outputs(const struct config *config, struct texts *t, struct 
                 if ((r = texts_get(t, config->format, &text)) < 0)
                         return r;
                 r = write_file_atomic(config->port_file, text, &ret->port_file_fd);
+                if (r == -EEXIST)
+                        return log_error_errno(r, "cannot write port file '%s': it exists and is not a regular "
+                                               "file (left alone)", config->port_file);
                 if (r < 0)
                         return log_error_errno(r, "cannot write port file '%s': %m", config->port_file);
                 ret->port_file = config->port_file;

@@ -28,5 +28,6 @@ int write_all(int fd, const char *buf, size_t len);
 /* Create path atomically with content: a temporary file in the same
  * directory (O_EXCL, never following a symlink), then rename(2), so a
  * concurrent reader sees no file or the whole file, never a part of it.
+ * Only a regular file at path is replaced (-EEXIST for anything else).
  * Returns 0 and an O_CLOEXEC fd of the new file, or -errno. */
 int write_file_atomic(const char *path, const char *content, int *ret_fd);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <systemd/sd-daemon.h>
 
 #include "socket.h"
 
@@ -119,6 +120,51 @@ fail:
         return r;
 }
 
+static int socket_adopt(int fd, char *name, struct bound_socket *ret) {
+        struct bound_socket s = { .fd = fd, .name_owned = name, .name = name ? name : "unknown" };
+        socklen_t len = sizeof s.type;
+
+        /* Ours now, and like every fd of prebind, close-on-exec: only the
+         * child's fd layout passes it on. */
+        if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &s.type, &len) < 0)
+                return -errno;
+        s.addr_len = sizeof s.addr;
+        if (getsockname(fd, &s.addr.sa, &s.addr_len) < 0)
+                return -errno;
+        *ret = s;
+        return 0;
+}
+
+int sockets_inherit(struct bound_socket **ret) {
+        struct bound_socket *sockets;
+        char **names = NULL;
+        int n, r = 0;
+
+        /* Unsets LISTEN_*: they were for prebind, not for anything it runs. */
+        n = sd_listen_fds_with_names(1, &names);
+        if (n <= 0) {
+                *ret = NULL;
+                return n;
+        }
+        sockets = calloc((size_t) n, sizeof *sockets);
+        if (!sockets)
+                r = -ENOMEM;
+        for (int i = 0; r == 0 && i < n; i++) {
+                r = socket_adopt(SD_LISTEN_FDS_START + i, names ? names[i] : NULL, &sockets[i]);
+                if (r == 0 && names)
+                        names[i] = NULL;
+        }
+        for (int i = 0; names && i < n; i++)
+                free(names[i]);
+        free(names);
+        if (r < 0) {
+                free(sockets);
+                return r;
+        }
+        *ret = sockets;
+        return n;
+}
+
 void socket_release(struct bound_socket *s) {
         if (s->created_path) {
                 struct stat st;
@@ -135,4 +181,6 @@ void socket_release(struct bound_socket *s) {
         if (s->fd >= 0)
                 close(s->fd);
         s->fd = -1;
+        free(s->name_owned);
+        s->name_owned = NULL;
 }

@@ -11,6 +11,7 @@
 struct bound_socket {
         int fd;                         /* O_CLOEXEC in prebind */
         const char *name;               /* "unknown" when unnamed */
+        char *name_owned;               /* name, when inherited */
         int type;                       /* SOCK_STREAM or SOCK_DGRAM */
         union sockaddr_any addr;        /* from getsockname(): the real port */
         socklen_t addr_len;
@@ -25,6 +26,11 @@ struct bound_socket {
  * a negative errno, and -EEXIST for a unix path that exists and is not a
  * stale socket, -EADDRINUSE for a live one. */
 int socket_bind(const struct listen_spec *spec, const struct config *config, struct bound_socket *ret);
+
+/* Take the sockets prebind itself was passed (its own LISTEN_PID), with
+ * their names, as sd_listen_fds_with_names(3) reads them. Returns the
+ * number taken (0 if none) and a new array in *ret, or -errno. */
+int sockets_inherit(struct bound_socket **ret);
 
 /* Close the socket and remove the socket file it created, if any. */
 void socket_release(struct bound_socket *s);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -13,6 +14,7 @@
 
 #include "format.h"
 #include "log.h"
+#include "notify.h"
 #include "publish.h"
 #include "socket.h"
 #include "spawn.h"
@@ -24,10 +26,12 @@ struct job {
         const struct config *config;
         struct bound_socket *sockets;
         size_t n_sockets;
-        char **setenv;          /* -E entries, templates expanded */
+        char **setenv;          /* -E entries, templates expanded; NULL-terminated */
+        size_t n_setenv;
         char **command;         /* COMMAND, templates expanded with --subst */
         struct child_env env;
         struct publication publication;
+        struct notify_socket notify;    /* --ready: COMMAND's NOTIFY_SOCKET */
         int signal_fd;
 };
 
@@ -38,13 +42,14 @@ static void job_done(struct job *job) {
                 socket_release(&job->sockets[i]);
         publication_withdraw(&job->publication);
         free(job->sockets);
-        for (size_t i = 0; job->setenv && i < job->config->n_setenv; i++)
+        for (size_t i = 0; job->setenv && i < job->n_setenv; i++)
                 free(job->setenv[i]);
         free(job->setenv);
         for (char **a = job->command; a && *a; a++)
                 free(*a);
         free(job->command);
         child_env_done(&job->env);
+        notify_socket_close(&job->notify);
         if (job->signal_fd >= 0)
                 close(job->signal_fd);
 }
@@ -60,14 +65,33 @@ static const char *bind_error(int r) {
         }
 }
 
+/* The sockets, in COMMAND's order: those prebind was passed itself
+ * (socket activation: they come first, names kept), then its own -l
+ * sockets. The default 127.0.0.1:0 applies only when there is neither. */
 static int bind_all(struct job *job) {
         const struct config *c = job->config;
+        struct bound_socket *inherited = NULL, *all;
+        int n_inherited;
+        size_t n_own;
 
-        job->sockets = calloc(c->n_listens, sizeof *job->sockets);
-        if (!job->sockets)
+        n_inherited = sockets_inherit(&inherited);
+        if (n_inherited < 0)
+                return log_error_errno(n_inherited, "cannot take the sockets passed to prebind: %m");
+        n_own = c->listen_default && n_inherited > 0 ? 0 : c->n_listens;
+
+        all = calloc((size_t) n_inherited + n_own + 1, sizeof *all);
+        if (!all) {
+                free(inherited);
                 return log_error_errno(ENOMEM, "out of memory");
-        for (size_t i = 0; i < c->n_listens; i++) {
-                int r = socket_bind(&c->listens[i], c, &job->sockets[i]);
+        }
+        if (n_inherited > 0)
+                memcpy(all, inherited, (size_t) n_inherited * sizeof *all);
+        free(inherited);
+        job->sockets = all;
+        job->n_sockets = (size_t) n_inherited;
+
+        for (size_t i = 0; i < n_own; i++) {
+                int r = socket_bind(&c->listens[i], c, &job->sockets[job->n_sockets]);
                 if (r < 0) {
                         log_error("cannot listen on '%s': %s", c->listens[i].text, bind_error(r));
                         return r;
@@ -106,7 +130,8 @@ static int expand_templates(struct job *job) {
         size_t argc = 0;
         int r;
 
-        job->setenv = calloc(c->n_setenv + 1, sizeof(char *));
+        /* One more slot: --ready adds NOTIFY_SOCKET. */
+        job->setenv = calloc(c->n_setenv + 2, sizeof(char *));
         for (char **a = c->command; *a; a++)
                 argc++;
         job->command = calloc(argc + 1, sizeof(char *));
@@ -121,6 +146,7 @@ static int expand_templates(struct job *job) {
                         return r;
                 if (!job->setenv[i])
                         return log_error_errno(ENOMEM, "out of memory");
+                job->n_setenv++;
         }
         for (size_t i = 0; i < argc; i++) {
                 if (!c->subst)
@@ -185,7 +211,11 @@ struct supervisor {
         struct job *job;
         pid_t child;
         int pidfd;              /* -1 where pidfd_open() is missing: SIGCHLD alone */
-        int timer_fd;           /* --kill-after; -1 until armed */
+        int kill_timer_fd;      /* --kill-after; -1 until armed */
+        int ready_timer_fd;     /* --ready=TIMEOUT; -1 when not waiting */
+        bool waiting_ready;     /* --ready, and no READY=1 yet */
+        bool ready_timed_out;
+        bool stopping;          /* told the manager STOPPING=1 */
         bool exited;
         int status;
 };
@@ -210,17 +240,36 @@ static void signal_command(struct supervisor *s, int sig) {
                 log_error("cannot send signal %d (%s) to %d: %m", sig, sigabbrev_np(sig) ?: "?", (int) target);
 }
 
-static void arm_kill_after(struct supervisor *s) {
+static int timer_start(int *fd, uint64_t usec) {
         struct itimerspec when = { .it_value = {
-                .tv_sec = (time_t) (s->job->config->kill_after_usec / USEC_PER_SEC),
-                .tv_nsec = (long) (s->job->config->kill_after_usec % USEC_PER_SEC) * 1000,
+                .tv_sec = (time_t) (usec / USEC_PER_SEC),
+                .tv_nsec = (long) (usec % USEC_PER_SEC) * 1000,
         } };
 
-        if (!s->job->config->kill_after_usec || s->timer_fd >= 0)
-                return;
-        s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (s->timer_fd < 0 || timerfd_settime(s->timer_fd, 0, &when, NULL) < 0)
-                log_error("cannot arm --kill-after: %m");
+        if (*fd < 0)
+                *fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (*fd < 0 || timerfd_settime(*fd, 0, &when, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+static void timer_stop(int *fd) {
+        if (*fd >= 0)
+                close(*fd);
+        *fd = -1;
+}
+
+static void tell_manager_stopping(struct supervisor *s) {
+        if (!s->stopping)
+                notify_manager("STOPPING=1");
+        s->stopping = true;
+}
+
+/* Begin a shutdown: the --kill-after clock starts (once). */
+static void begin_shutdown(struct supervisor *s, uint64_t kill_after_usec) {
+        tell_manager_stopping(s);
+        if (kill_after_usec && s->kill_timer_fd < 0 && timer_start(&s->kill_timer_fd, kill_after_usec) < 0)
+                log_error("cannot arm the kill timer: %m");
 }
 
 static bool is_stop_signal(int sig) {
@@ -239,7 +288,7 @@ static void handle_signal(struct supervisor *s, const struct signalfd_siginfo *s
         if (sig == SIGPIPE && si->ssi_pid == (uint32_t) getpid())
                 return;
         if (sig == SIGTERM || sig == SIGINT)
-                arm_kill_after(s);
+                begin_shutdown(s, s->job->config->kill_after_usec);
 
         /* The kernel sends terminal signals (Ctrl-C, Ctrl-\, Ctrl-Z, hangup,
          * SIGWINCH) to the whole foreground process group. Unless --group
@@ -265,23 +314,130 @@ static void drain_signals(struct supervisor *s) {
 static void kill_after_expired(struct supervisor *s) {
         uint64_t ticks;
 
-        if (read(s->timer_fd, &ticks, sizeof ticks) != sizeof ticks)
+        if (read(s->kill_timer_fd, &ticks, sizeof ticks) != sizeof ticks)
                 return;
         log_info("'%s' still running after --kill-after, sending SIGKILL", s->job->command[0]);
         signal_command(s, SIGKILL);
 }
 
-/* Wait for COMMAND: signals (forwarded or reaped), its pidfd, the
- * --kill-after timer. No periodic wake-up. */
+/* "Everything is listening": the addresses for prebind's own manager. */
+static void tell_manager_ready(const struct job *job) {
+        char status[4096], url[FIELD_STRING_MAX];
+        size_t len;
+
+        len = (size_t) snprintf(status, sizeof status, "READY=1\nSTATUS=listening on");
+        for (size_t i = 0; i < job->n_sockets && len < sizeof status; i++)
+                len += (size_t) snprintf(status + len, sizeof status - len, "%s %s", i ? "," : "",
+                                         socket_field_format(job->sockets, i, FIELD_URL, url, sizeof url));
+        notify_manager(status);
+}
+
+static int publish(struct supervisor *s) {
+        int r = publish_addresses(s->job->config, s->job->sockets, s->job->n_sockets, getpid(), s->child,
+                                  &s->job->publication);
+        if (r < 0)
+                return r;
+        tell_manager_ready(s->job);
+        return 0;
+}
+
+/* A notification counts if it comes from COMMAND, or from a process
+ * descended from it at the time it is read (a server whose worker reports
+ * for it): each sender's parent chain is walked in /proc. Anyone else,
+ * even with a guessed socket name, is ignored. */
+static bool sender_is_command(pid_t sender, pid_t child) {
+        for (int depth = 0; depth < 64 && sender > 1; depth++) {
+                char path[64], buf[512], *p;
+                FILE *f;
+                int ppid;
+
+                if (sender == child)
+                        return true;
+                snprintf(path, sizeof path, "/proc/%d/stat", (int) sender);
+                f = fopen(path, "re");
+                if (!f)
+                        return false;
+                p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+                fclose(f);
+                if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
+                        return false;
+                sender = ppid;
+        }
+        return false;
+}
+
+static void extend_ready_timeout(struct supervisor *s, uint64_t usec) {
+        struct itimerspec left;
+        uint64_t left_usec;
+
+        /* As systemd: the timeout becomes at least usec from now. */
+        if (s->ready_timer_fd < 0 || timerfd_gettime(s->ready_timer_fd, &left) < 0)
+                return;
+        left_usec = (uint64_t) left.it_value.tv_sec * USEC_PER_SEC + (uint64_t) left.it_value.tv_nsec / 1000;
+        if (usec > left_usec)
+                (void) timer_start(&s->ready_timer_fd, usec);
+}
+
+static int handle_notification(struct supervisor *s) {
+        char buf[NOTIFY_MESSAGE_MAX + 1];
+        struct notify_message m;
+        pid_t sender;
+        int r;
+
+        while ((r = notify_socket_receive(&s->job->notify, buf, sizeof buf, &sender, &m)) >= 0) {
+                if (r == 0)
+                        continue;
+                if (!sender_is_command(sender, s->child)) {
+                        log_info("ignoring a notification from pid %d, which is not '%s' (pid %d)", (int) sender,
+                                 s->job->command[0], (int) s->child);
+                        continue;
+                }
+                if (m.status)
+                        log_info("%s: %.*s", s->job->command[0], (int) m.status_len, m.status);
+                if (m.errno_value >= 0)
+                        log_info("%s: reports error %d (%s)", s->job->command[0], m.errno_value,
+                                 strerror(m.errno_value));
+                if (m.stopping)
+                        log_debug("%s is stopping", s->job->command[0]);
+                if (m.extend_usec && s->waiting_ready)
+                        extend_ready_timeout(s, m.extend_usec);
+                if (m.ready && s->waiting_ready) {
+                        log_debug("READY=1 from pid %d", (int) sender);
+                        s->waiting_ready = false;
+                        timer_stop(&s->ready_timer_fd);
+                        if (publish(s) < 0)
+                                return -EIO;
+                }
+        }
+        return r == -EAGAIN || r == -EWOULDBLOCK ? 0 : r;
+}
+
+static void ready_timed_out(struct supervisor *s) {
+        const uint64_t default_grace = 5 * USEC_PER_SEC;
+
+        log_error("'%s' did not send READY=1 within %.1fs; stopping it", s->job->command[0],
+                  (double) s->job->config->ready_timeout_usec / USEC_PER_SEC);
+        timer_stop(&s->ready_timer_fd);
+        s->waiting_ready = false;
+        s->ready_timed_out = true;
+        signal_command(s, SIGTERM);
+        begin_shutdown(s, s->job->config->kill_after_usec ?: default_grace);
+}
+
+/* Wait for COMMAND: signals (forwarded or reaped), its pidfd, its
+ * notifications, the timers. No periodic wake-up. Returns 0 when COMMAND
+ * has exited, or -errno when prebind must give up (it then kills it). */
 static int supervise_loop(struct supervisor *s) {
         while (!s->exited) {
-                struct pollfd fds[3] = {
+                struct pollfd fds[5] = {
                         { .fd = s->job->signal_fd, .events = POLLIN },
                         { .fd = s->pidfd, .events = POLLIN },
-                        { .fd = s->timer_fd, .events = POLLIN },
+                        { .fd = s->kill_timer_fd, .events = POLLIN },
+                        { .fd = s->job->notify.fd, .events = POLLIN },
+                        { .fd = s->ready_timer_fd, .events = POLLIN },
                 };
 
-                if (poll(fds, 3, -1) < 0) {
+                if (poll(fds, 5, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return log_error_errno(errno, "poll: %m");
@@ -292,15 +448,40 @@ static int supervise_loop(struct supervisor *s) {
                         reap(s);
                 if (fds[2].revents)
                         kill_after_expired(s);
+                if (fds[3].revents && handle_notification(s) < 0)
+                        return -EIO;
+                if (fds[4].revents && s->waiting_ready)
+                        ready_timed_out(s);
         }
         return 0;
 }
 
-static int final_status(const struct config *c, int status) {
-        return status >= 0 && status <= 255 && c->success_status[status] ? 0 : status;
+static int final_status(const struct supervisor *s) {
+        const struct config *c = s->job->config;
+
+        if (s->ready_timed_out)
+                return EXIT_TIMEDOUT;
+        return s->status >= 0 && s->status <= 255 && c->success_status[s->status] ? 0 : s->status;
 }
 
-static int run_supervised(struct job *job) {
+/* --ready: COMMAND gets a NOTIFY_SOCKET of prebind's own. */
+static int setup_readiness(struct job *job) {
+        char *entry;
+        int r;
+
+        if (!job->config->ready)
+                return 0;
+        r = notify_socket_open(&job->notify);
+        if (r < 0)
+                return log_error_errno(r, "cannot create the notification socket: %m");
+        if (asprintf(&entry, "NOTIFY_SOCKET=%s", job->notify.address) < 0)
+                return log_error_errno(ENOMEM, "out of memory");
+        job->setenv[job->n_setenv++] = entry;
+        return 0;
+}
+
+static int start_command(struct supervisor *s) {
+        struct job *job = s->job;
         const struct config *c = job->config;
         struct spawn_plan plan = {
                 .command = job->command,
@@ -309,51 +490,72 @@ static int run_supervised(struct job *job) {
                 .n_sockets = job->n_sockets,
                 .new_process_group = c->group,
         };
-        struct supervisor s = { .job = job, .pidfd = -1, .timer_fd = -1 };
         struct spawned child;
         int r, err;
 
-        if (setup_signals(job) < 0)
-                return EXIT_PREBIND_FAILED;
-        if (c->subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-                return log_error_errno(errno, "cannot become a subreaper: %m"), EXIT_PREBIND_FAILED;
         r = spawn_child(&plan, &child);
         if (r < 0)
-                return log_error_errno(r, "cannot fork: %m"), EXIT_PREBIND_FAILED;
-        s.child = child.pid;
+                return log_error_errno(r, "cannot fork: %m"), -EXIT_PREBIND_FAILED;
+        s->child = child.pid;
 
-        r = publish_addresses(c, job->sockets, job->n_sockets, getpid(), child.pid, &job->publication);
-        if (r < 0) {
+        /* Without --ready the addresses are published now, while the child
+         * waits at its gate: before COMMAND runs, with its pid known. */
+        if (!c->ready && publish(s) < 0) {
                 /* Closing the gate unopened makes the child exit unexec'd. */
                 close(child.gate_fd);
                 close(child.error_fd);
                 waitpid(child.pid, NULL, 0);
-                return EXIT_PREBIND_FAILED;
+                return -EXIT_PREBIND_FAILED;
         }
 
         err = spawn_release(&child);
         if (err > 0) {
                 log_error_errno(err, "cannot run '%s': %m", job->command[0]);
                 waitpid(child.pid, NULL, 0);
-                return exec_error_to_status(err);
+                return -exec_error_to_status(err);
         }
         log_debug("started '%s' as pid %d", job->command[0], (int) child.pid);
 
+        if (c->ready) {
+                s->waiting_ready = true;
+                if (c->ready_timeout_usec && timer_start(&s->ready_timer_fd, c->ready_timeout_usec) < 0)
+                        log_error("cannot arm the --ready timer: %m");
+        }
+        return 0;
+}
+
+static int run_supervised(struct job *job) {
+        const struct config *c = job->config;
+        struct supervisor s = { .job = job, .pidfd = -1, .kill_timer_fd = -1, .ready_timer_fd = -1 };
+        int r;
+
+        if (setup_signals(job) < 0)
+                return EXIT_PREBIND_FAILED;
+        if (c->subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                return log_error_errno(errno, "cannot become a subreaper: %m"), EXIT_PREBIND_FAILED;
+        r = start_command(&s);
+        if (r < 0)
+                return -r;
+
         /* Our own child cannot be reaped by anyone else, so its pid is not
          * reused while we hold it: the pidfd is a precise exit event. */
-        s.pidfd = (int) syscall(SYS_pidfd_open, child.pid, 0);
+        s.pidfd = (int) syscall(SYS_pidfd_open, s.child, 0);
         r = supervise_loop(&s);
-        if (s.pidfd >= 0)
-                close(s.pidfd);
-        if (s.timer_fd >= 0)
-                close(s.timer_fd);
         if (r < 0) {
                 signal_command(&s, SIGKILL);
-                waitpid(child.pid, NULL, 0);
-                return EXIT_PREBIND_FAILED;
+                waitpid(s.child, NULL, 0);
         }
+        tell_manager_stopping(&s);
+        if (s.pidfd >= 0)
+                close(s.pidfd);
+        timer_stop(&s.kill_timer_fd);
+        timer_stop(&s.ready_timer_fd);
+        if (r < 0)
+                return EXIT_PREBIND_FAILED;
+        if (s.waiting_ready)
+                log_error("'%s' exited before it was ready, with status %d", job->command[0], s.status);
         log_debug("'%s' ended, exit status %d", job->command[0], s.status);
-        return final_status(c, s.status);
+        return final_status(&s);
 }
 
 static int run_in_place(struct job *job) {
@@ -372,6 +574,9 @@ static int run_in_place(struct job *job) {
         r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), getpid(), &job->publication);
         if (r < 0)
                 return EXIT_PREBIND_FAILED;
+        /* The sockets listen: as far as a manager is concerned, the service
+         * is ready (connections queue until COMMAND accepts). */
+        tell_manager_ready(job);
         r = spawn_exec_in_place(&plan);
         log_error_errno(r, "cannot run '%s': %m", job->command[0]);
         return exec_error_to_status(-r);
@@ -379,12 +584,13 @@ static int run_in_place(struct job *job) {
 
 int prebind_run(const struct config *config) {
         extern char **environ;
-        struct job job = { .config = config, .signal_fd = -1 };
+        struct job job = { .config = config, .signal_fd = -1, .notify = { .fd = -1 } };
         int status = EXIT_PREBIND_FAILED;
 
-        if (setup_parent_death(config) < 0 || bind_all(&job) < 0 || expand_templates(&job) < 0)
+        if (setup_parent_death(config) < 0 || bind_all(&job) < 0 || expand_templates(&job) < 0 ||
+            setup_readiness(&job) < 0)
                 goto out;
-        if (child_env_build(environ, job.setenv, config->n_setenv, job.sockets, job.n_sockets, &job.env) < 0) {
+        if (child_env_build(environ, job.setenv, job.n_setenv, job.sockets, job.n_sockets, &job.env) < 0) {
                 log_error("out of memory");
                 goto out;
         }

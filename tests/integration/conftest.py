@@ -34,6 +34,7 @@ class Prebind:
         self.args = [PREBIND] + list(args)
         self.proc = subprocess.Popen(self.args, **kwargs)
         self._buffer = b""
+        self.err = ""  # stderr, once stop() or close() has collected it
 
     @property
     def pid(self):
@@ -58,10 +59,21 @@ class Prebind:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode()
 
-    def stderr_text(self):
+    def stderr_text(self, timeout=5):
+        """What prebind wrote on stderr, once it has exited. Bounded: an
+        orphan that still holds the pipe must not hang the test."""
         if self.proc.poll() is None or self.proc.stderr is None:
             return ""
-        return self.proc.stderr.read().decode(errors="replace")
+        fd, data = self.proc.stderr.fileno(), b""
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while time.monotonic() < deadline and sel.select(deadline - time.monotonic()):
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                data += chunk
+        return data.decode(errors="replace")
 
     def send(self, sig):
         self.proc.send_signal(sig)
@@ -81,6 +93,8 @@ class Prebind:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=TIMEOUT)
+        if self.proc.stderr and not self.proc.stderr.closed:
+            self.err += self.stderr_text()
         for f in (self.proc.stdout, self.proc.stderr, self.proc.stdin):
             if f:
                 f.close()

@@ -98,6 +98,25 @@ def test_subst_bad_template(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_port_file_never_replaces_a_device_symlink_or_directory(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    target = tmp_path / "target"
+    target.write_text("keep")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    for path in (fifo, link, tmp_path / "dir", "/dev/null"):
+        if str(path).endswith("dir"):
+            os.mkdir(path)
+        out = run([f"--port-file={path}", "--", "true"])
+        assert out.returncode == 125
+        assert out.stderr == f"prebind: cannot write port file '{path}': it exists and is not a regular file " \
+                             "(left alone)\n"
+    assert fifo.is_fifo() and link.is_symlink() and target.read_text() == "keep"
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    assert sorted(os.listdir(tmp_path)) == ["dir", "fifo", "link", "target"]
+
+
 def test_port_in_use(tmp_path):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

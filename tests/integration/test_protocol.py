@@ -129,9 +129,12 @@ def test_inherited_ignored_sigchld_does_not_lose_the_exit_status():
     assert out.returncode == 7
 
 
-def test_stdio_closed_is_not_reused_for_a_socket():
+def test_stdio_closed_is_not_reused_for_a_socket(tmp_path):
     # With fd 1 closed, a naive socket() would land on 1 and COMMAND would
-    # write its output into the listening socket.
+    # find the listening socket as its stdout.
+    report = tmp_path / "report"
     out = subprocess.run(f"exec {PREBIND} -q -- {PROBE} >&-", shell=True, capture_output=True, timeout=TIMEOUT,
-                         env=dict(os.environ, PROBE_OUT="/dev/null"))
+                         env=dict(os.environ, PROBE_OUT=str(report)))
     assert out.returncode == 0, out.stderr
+    fds = {f["fd"]: f for f in json.loads(report.read_text())["fds"]}
+    assert fds[1]["target"] == "/dev/null" and fds[3]["type"] == "sock-stream"

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <systemd/sd-daemon.h>
+
+#include "notify.h"
+#include "parse.h"
+
+static bool key_is(const char *line, size_t len, const char *key, const char **ret_value, size_t *ret_len) {
+        size_t k = strlen(key);
+
+        if (len < k || strncmp(line, key, k) != 0)
+                return false;
+        *ret_value = line + k;
+        *ret_len = len - k;
+        return true;
+}
+
+static bool value_parse_uint(const char *value, size_t len, unsigned long max, unsigned long *ret) {
+        char text[32];
+
+        if (len == 0 || len >= sizeof text)
+                return false;
+        memcpy(text, value, len);
+        text[len] = '\0';
+        return parse_uint(text, 0, max, ret) == 0;
+}
+
+void notify_message_parse(const char *buf, size_t len, struct notify_message *ret) {
+        struct notify_message m = { .errno_value = -1 };
+        const char *end = buf + len;
+
+        for (const char *line = buf; line < end;) {
+                const char *nl = memchr(line, '\n', (size_t) (end - line));
+                size_t line_len = (size_t) ((nl ? nl : end) - line);
+                const char *value;
+                size_t value_len;
+                unsigned long n;
+
+                if (key_is(line, line_len, "READY=", &value, &value_len))
+                        m.ready = m.ready || (value_len == 1 && value[0] == '1');
+                else if (key_is(line, line_len, "RELOADING=", &value, &value_len))
+                        m.reloading = m.reloading || (value_len == 1 && value[0] == '1');
+                else if (key_is(line, line_len, "STOPPING=", &value, &value_len))
+                        m.stopping = m.stopping || (value_len == 1 && value[0] == '1');
+                else if (key_is(line, line_len, "STATUS=", &value, &value_len)) {
+                        m.status = value;
+                        m.status_len = value_len;
+                } else if (key_is(line, line_len, "ERRNO=", &value, &value_len))
+                        m.errno_value = value_parse_uint(value, value_len, 4095, &n) ? (int) n : -1;
+                else if (key_is(line, line_len, "EXTEND_TIMEOUT_USEC=", &value, &value_len))
+                        m.extend_usec = value_parse_uint(value, value_len, UINT32_MAX * 1000000UL, &n) ? n : 0;
+                line += line_len + 1;
+        }
+        *ret = m;
+}
+
+int notify_socket_open(struct notify_socket *ret) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct notify_socket s = { .fd = -1 };
+        uint64_t nonce = 0;
+        socklen_t len;
+        int one = 1, r;
+
+        /* Abstract, so nothing is left on disk; the name is unguessable
+         * only as a courtesy: what protects READY=1 is the sender check
+         * on SCM_CREDENTIALS, which the kernel fills in. */
+        if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) < 0)
+                nonce = (uint64_t) getpid() * 2654435761u;
+        snprintf(s.address, sizeof s.address, "@prebind/notify/%d/%016llx", (int) getpid(),
+                 (unsigned long long) nonce);
+        s.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (s.fd < 0)
+                return -errno;
+        len = (socklen_t) strlen(s.address);
+        memcpy(sa.sun_path, s.address, len);
+        sa.sun_path[0] = '\0';
+        if (setsockopt(s.fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0 ||
+            bind(s.fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0) {
+                r = -errno;
+                close(s.fd);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+void notify_socket_close(struct notify_socket *s) {
+        if (s->fd >= 0)
+                close(s->fd);
+        s->fd = -1;
+}
+
+int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t *ret_sender,
+                          struct notify_message *ret) {
+        union {
+                struct cmsghdr header;
+                char space[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
+        } control;
+        struct iovec iov = { .iov_base = buf, .iov_len = size - 1 };
+        struct msghdr msg = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = &control,
+                .msg_controllen = sizeof control,
+        };
+        const struct ucred *cred = NULL;
+        ssize_t n;
+
+        n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+        if (n < 0)
+                return -errno;
+        /* Fds passed along (FDSTORE=1) are not for us: close them. */
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET)
+                        continue;
+                if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(struct ucred)))
+                        cred = (const struct ucred *) CMSG_DATA(c);
+                else if (c->cmsg_type == SCM_RIGHTS) {
+                        int *fds = (int *) CMSG_DATA(c);
+                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        for (size_t i = 0; i < k; i++)
+                                close(fds[i]);
+                }
+        }
+        if (!cred || cred->pid <= 0 || (size_t) n >= size || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+                return 0;
+        buf[n] = '\0';
+        *ret_sender = cred->pid;
+        notify_message_parse(buf, (size_t) n, ret);
+        return 1;
+}
+
+void notify_manager(const char *message) {
+        /* A no-op without NOTIFY_SOCKET; failures to notify are not fatal:
+         * the manager will time us out itself. */
+        (void) sd_notify(0, message);
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* What one sd_notify(3) datagram says, as far as prebind cares. Unknown
+ * keys are ignored, as systemd does. */
+struct notify_message {
+        bool ready;             /* READY=1 */
+        bool reloading;         /* RELOADING=1 */
+        bool stopping;          /* STOPPING=1 */
+        const char *status;     /* STATUS=…, points into the buffer */
+        size_t status_len;
+        int errno_value;        /* ERRNO=…, -1 if absent or invalid */
+        uint64_t extend_usec;   /* EXTEND_TIMEOUT_USEC=…, 0 if absent */
+};
+
+/* The largest datagram read: longer ones are dropped whole. */
+#define NOTIFY_MESSAGE_MAX 4096
+
+/* Parse newline-separated KEY=VALUE assignments. A malformed line is
+ * skipped; never fails. */
+void notify_message_parse(const char *buf, size_t len, struct notify_message *ret);
+
+/* A private notification socket for COMMAND: an abstract AF_UNIX datagram
+ * socket with SO_PASSCRED, so the sender of each message is known. */
+struct notify_socket {
+        int fd;
+        char address[64];       /* for NOTIFY_SOCKET=, "@prebind/…" */
+};
+
+int notify_socket_open(struct notify_socket *ret);
+void notify_socket_close(struct notify_socket *s);
+
+/* Receive one message. Returns 1 with *ret_sender and the parsed message
+ * (pointing into buf), 0 if the message was dropped (no credentials,
+ * truncated), or -errno (-EAGAIN when there is nothing to read). */
+int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t *ret_sender,
+                          struct notify_message *ret);
+
+/* Tell prebind's own service manager (its NOTIFY_SOCKET, if any). */
+void notify_manager(const char *message);
