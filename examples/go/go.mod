@@ -1,0 +1,3 @@
+module example.com/prebind-example-go
+
+go 1.19
