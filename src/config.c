@@ -56,6 +56,15 @@ static void help(void) {
                "      --exec                   replace prebind by COMMAND instead of supervising\n"
                "      --ready[=TIMEOUT]        give COMMAND a NOTIFY_SOCKET and publish only once it\n"
                "                               sends READY=1 (default timeout 90s; 'infinity')\n"
+               "      --restart=WHEN           run COMMAND again when it exits: no, on-failure,\n"
+               "                               always; SIGHUP then restarts it on demand\n"
+               "      --restart-delay=DURATION wait before a restart (default 100ms)\n"
+               "      --restart-limit=N[/DURATION]  give up after N restarts within DURATION\n"
+               "                               (default 5/10s; 0: no limit)\n"
+               "      --accept                 run COMMAND once per connection, the connection as fd 3\n"
+               "      --max-connections=N      with --accept, at most N COMMANDs at once (default 64)\n"
+               "      --inetd                  pass the connection (--accept) or the listening socket\n"
+               "                               on stdin/stdout instead of fd 3\n"
                "\n"
                "Supervision:\n"
                "      --group                  run COMMAND in its own process group and signal\n"
@@ -89,6 +98,12 @@ enum {
         ARG_SUBST,
         ARG_EXEC,
         ARG_READY,
+        ARG_RESTART,
+        ARG_RESTART_DELAY,
+        ARG_RESTART_LIMIT,
+        ARG_ACCEPT,
+        ARG_MAX_CONNECTIONS,
+        ARG_INETD,
         ARG_GROUP,
         ARG_KILL_AFTER,
         ARG_DIE_WITH_PARENT,
@@ -111,6 +126,12 @@ static const struct option options[] = {
         { "subst",       no_argument,       NULL, ARG_SUBST },
         { "exec",        no_argument,       NULL, ARG_EXEC },
         { "ready",       optional_argument, NULL, ARG_READY },
+        { "restart",     required_argument, NULL, ARG_RESTART },
+        { "restart-delay", required_argument, NULL, ARG_RESTART_DELAY },
+        { "restart-limit", required_argument, NULL, ARG_RESTART_LIMIT },
+        { "accept",      no_argument,       NULL, ARG_ACCEPT },
+        { "max-connections", required_argument, NULL, ARG_MAX_CONNECTIONS },
+        { "inetd",       no_argument,       NULL, ARG_INETD },
         { "group",       no_argument,       NULL, ARG_GROUP },
         { "kill-after",  required_argument, NULL, ARG_KILL_AFTER },
         { "die-with-parent", no_argument,   NULL, ARG_DIE_WITH_PARENT },
@@ -201,6 +222,24 @@ static int parse_format(const char *option, const char *arg, enum output_format 
         return 0;
 }
 
+/* "N" or "N/DURATION": at most N restarts within DURATION. */
+static int parse_restart_limit(struct config *c, const char *arg) {
+        const char *slash = strchr(arg, '/');
+        char count[16];
+        unsigned long n;
+        size_t len = slash ? (size_t) (slash - arg) : strlen(arg);
+
+        if (len == 0 || len >= sizeof count)
+                return usage_error("--restart-limit", arg, "expected N or N/DURATION, such as 5/10s");
+        memcpy(count, arg, len);
+        count[len] = '\0';
+        if (parse_uint(count, 0, 1000, &n) < 0 ||
+            (slash && (parse_duration(slash + 1, &c->restart_interval_usec) < 0 || c->restart_interval_usec == 0)))
+                return usage_error("--restart-limit", arg, "expected N or N/DURATION, such as 5/10s");
+        c->restart_burst = (unsigned) n;
+        return 0;
+}
+
 static int parse_one(struct config *c, int opt, char *arg, const char *current, bool *print_format_set) {
         unsigned long n;
 
@@ -266,6 +305,34 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 else if (arg && (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0))
                         return usage_error("--ready", arg, "expected a duration such as 30s, or infinity");
                 return 0;
+        case ARG_RESTART:
+                if (strcmp(arg, "no") == 0)
+                        c->restart = RESTART_NO;
+                else if (strcmp(arg, "on-failure") == 0)
+                        c->restart = RESTART_ON_FAILURE;
+                else if (strcmp(arg, "always") == 0)
+                        c->restart = RESTART_ALWAYS;
+                else
+                        return usage_error("--restart", arg, "expected no, on-failure or always");
+                c->restart_set = true;
+                return 0;
+        case ARG_RESTART_DELAY:
+                if (parse_duration(arg, &c->restart_delay_usec) < 0)
+                        return usage_error("--restart-delay", arg, "expected a duration such as 1s or 200ms");
+                return 0;
+        case ARG_RESTART_LIMIT:
+                return parse_restart_limit(c, arg);
+        case ARG_ACCEPT:
+                c->accept = true;
+                return 0;
+        case ARG_MAX_CONNECTIONS:
+                if (parse_uint(arg, 1, 1000000, &n) < 0)
+                        return usage_error("--max-connections", arg, "expected a number from 1");
+                c->max_connections = (unsigned) n;
+                return 0;
+        case ARG_INETD:
+                c->inetd = true;
+                return 0;
         case ARG_GROUP:
                 c->group = true;
                 return 0;
@@ -299,6 +366,26 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
         }
 }
 
+/* Combinations that cannot work, told apart after all options are read. */
+static int check_conflicts(const struct config *c) {
+        size_t n_stream = 0;
+
+        if (c->accept && (c->ready || c->restart_set))
+                return usage_error(NULL, NULL, "--accept runs a COMMAND per connection: it cannot be combined with "
+                                   "--ready or --restart");
+        if (c->accept && c->exec)
+                return usage_error(NULL, NULL, "--accept needs the supervisor: it cannot be combined with --exec");
+        if (c->exec && c->restart_set)
+                return usage_error(NULL, NULL, "--restart needs the supervisor: it cannot be combined with --exec");
+        for (size_t i = 0; i < c->n_listens; i++)
+                n_stream += c->listens[i].type == SOCK_STREAM;
+        if (c->accept && n_stream != c->n_listens)
+                return usage_error(NULL, NULL, "--accept takes stream sockets only (no udp:)");
+        if (c->inetd && !c->accept && c->n_listens > 1)
+                return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
+        return 0;
+}
+
 int config_parse_argv(int argc, char *argv[], struct config *ret) {
         struct config c = {
                 .backlog = SOMAXCONN,
@@ -306,6 +393,12 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 .format = FORMAT_PORT,
                 .port_fd = -1,
                 .ready_timeout_usec = 90 * USEC_PER_SEC,
+                /* systemd's RestartSec=, StartLimitBurst= and
+                 * StartLimitIntervalSec= defaults, and MaxConnections=. */
+                .restart_delay_usec = 100 * 1000,
+                .restart_burst = 5,
+                .restart_interval_usec = 10 * USEC_PER_SEC,
+                .max_connections = 64,
         };
         bool print_format_set = false;
         int opt, r;
@@ -359,6 +452,11 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
         }
         if (!print_format_set)
                 c.print_format = c.format;
+        r = check_conflicts(&c);
+        if (r < 0) {
+                config_done(&c);
+                return r;
+        }
 
         if (c.n_listens == 0) {
                 c.listen_default = true;

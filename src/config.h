@@ -29,6 +29,12 @@ enum output_format output_format_from_string(const char *s);
 const char *output_format_to_string(enum output_format f);
 
 /* Everything the command line asked for: parsed once, then read-only. */
+enum restart_mode {
+        RESTART_NO,
+        RESTART_ON_FAILURE,
+        RESTART_ALWAYS,
+};
+
 struct config {
         struct listen_spec *listens;
         size_t n_listens;
@@ -52,6 +58,14 @@ struct config {
         bool exec;
         bool ready;             /* --ready: publish after COMMAND's READY=1 */
         uint64_t ready_timeout_usec; /* 0: wait forever */
+        enum restart_mode restart;
+        bool restart_set;       /* --restart given: SIGHUP restarts COMMAND */
+        uint64_t restart_delay_usec;
+        unsigned restart_burst; /* at most this many restarts… (0: no limit) */
+        uint64_t restart_interval_usec; /* …within this interval */
+        bool accept;            /* one COMMAND per connection */
+        bool inetd;             /* sockets on stdin/stdout instead of fd 3 */
+        unsigned max_connections;
         bool group;             /* COMMAND in its own process group; signal the group */
         uint64_t kill_after_usec; /* SIGKILL this long after SIGTERM/SIGINT; 0: never */
         bool die_with_parent;

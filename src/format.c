@@ -96,7 +96,11 @@ static const char *family_name(int family) {
 static void format_json(FILE *f, const struct bound_socket *sockets, size_t n, pid_t pid, pid_t child_pid) {
         char buf[FIELD_STRING_MAX];
 
-        fprintf(f, "{\"pid\":%d,\"child_pid\":%d,\"sockets\":[", (int) pid, (int) child_pid);
+        /* No single COMMAND with --accept: child_pid is null there. */
+        if (child_pid > 0)
+                fprintf(f, "{\"pid\":%d,\"child_pid\":%d,\"sockets\":[", (int) pid, (int) child_pid);
+        else
+                fprintf(f, "{\"pid\":%d,\"child_pid\":null,\"sockets\":[", (int) pid);
         for (size_t i = 0; i < n; i++) {
                 int port = sockaddr_port(&sockets[i].addr);
 
@@ -180,7 +184,9 @@ static void format_env(FILE *f, const struct bound_socket *sockets, size_t n, pi
                         prefix[j] = isalnum((unsigned char) prefix[j]) ? (char) toupper((unsigned char) prefix[j]) : '_';
                 env_socket(f, sockets, i, prefix);
         }
-        fprintf(f, "PREBIND_PID=%d\nPREBIND_CHILD_PID=%d\n", (int) pid, (int) child_pid);
+        fprintf(f, "PREBIND_PID=%d\n", (int) pid);
+        if (child_pid > 0)
+                fprintf(f, "PREBIND_CHILD_PID=%d\n", (int) child_pid);
 }
 
 int format_addresses(enum output_format format, const struct bound_socket *sockets, size_t n, pid_t pid,

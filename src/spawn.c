@@ -89,28 +89,33 @@ int child_env_build(char *const *environ_in, char *const *setenv, size_t n_seten
                         env.envp[env.n++] = (char *) entry;
         }
 
-        if (asprintf(&p, "LISTEN_FDS=%zu", n) < 0)
-                goto oom;
-        env.envp[env.n++] = owned_string(&env, p);
+        /* Nothing at fd 3 (--inetd): no LISTEN_* at all. LISTEN_FDS=0 is
+         * an error to sd_listen_fds(), not "none". */
+        if (n > 0) {
+                if (asprintf(&p, "LISTEN_FDS=%zu", n) < 0)
+                        goto oom;
+                env.envp[env.n++] = owned_string(&env, p);
 
-        for (size_t i = 0; i < n; i++)
-                names_len += strlen(sockets[i].name) + 1;
-        names = malloc(strlen("LISTEN_FDNAMES=") + names_len + 1);
-        if (!names)
-                goto oom;
-        p = stpcpy(names, "LISTEN_FDNAMES=");
-        for (size_t i = 0; i < n; i++) {
-                if (i > 0)
-                        *p++ = ':';
-                p = stpcpy(p, sockets[i].name);
+                for (size_t i = 0; i < n; i++)
+                        names_len += strlen(sockets[i].name) + 1;
+                names = malloc(strlen("LISTEN_FDNAMES=") + names_len + 1);
+                if (!names)
+                        goto oom;
+                p = stpcpy(names, "LISTEN_FDNAMES=");
+                for (size_t i = 0; i < n; i++) {
+                        if (i > 0)
+                                *p++ = ':';
+                        p = stpcpy(p, sockets[i].name);
+                }
+                env.envp[env.n++] = owned_string(&env, names);
         }
-        env.envp[env.n++] = owned_string(&env, names);
 
         env.listen_pid = owned_string(&env, calloc(1, LISTEN_PID_MAX));
         if (!env.listen_pid)
                 goto oom;
         strcpy(env.listen_pid, "LISTEN_PID=");
-        env.envp[env.n++] = env.listen_pid;
+        if (n > 0)
+                env.envp[env.n++] = env.listen_pid;
         env.envp[env.n] = NULL;
         *ret = env;
         return 0;
@@ -167,14 +172,16 @@ static int mark_cloexec_from(int first) {
         return 0;
 }
 
-/* Put the sockets at 3, 4, … without FD_CLOEXEC, and make every other fd
- * above 2 close-on-exec. Sources are first moved above the target range,
- * so no dup2() overwrites a socket still to be placed, and dup2() never
- * gets the same fd twice (a no-op that would leave FD_CLOEXEC set).
- * keep[] are fds the child still needs before exec; they are moved out of
- * the range too, and updated. */
-static int layout_fds(const struct bound_socket *sockets, size_t n, int *keep[], size_t n_keep) {
-        int top = 3 + (int) n;
+/* Put the sockets at 3, 4, … (or on stdin, and stdout, for inetd) without
+ * FD_CLOEXEC, and make every other fd above 2 close-on-exec. Sources are
+ * first moved above the target range, so no dup2() overwrites a socket
+ * still to be placed, and dup2() never gets the same fd twice (a no-op
+ * that would leave FD_CLOEXEC set). keep[] are fds the child still needs
+ * before exec; they are moved out of the range too, and updated. */
+static int layout_fds(const struct bound_socket *sockets, size_t n, enum socket_passing passing, int *keep[],
+                      size_t n_keep) {
+        int first = passing == PASS_FROM_FD3 ? 3 : 0;
+        int top = first + (int) n > 3 ? first + (int) n : 3;
         int *moved;
 
         moved = calloc(n ? n : 1, sizeof(int));
@@ -187,8 +194,10 @@ static int layout_fds(const struct bound_socket *sockets, size_t n, int *keep[],
                 if (*keep[k] < top && (*keep[k] = fcntl(*keep[k], F_DUPFD_CLOEXEC, top)) < 0)
                         goto fail;
         for (size_t i = 0; i < n; i++)
-                if (dup2(moved[i], 3 + (int) i) < 0)
+                if (dup2(moved[i], first + (int) i) < 0)
                         goto fail;
+        if (passing == PASS_ON_STDIN_STDOUT && n > 0 && dup2(moved[0], STDOUT_FILENO) < 0)
+                goto fail;
         free(moved);
         return mark_cloexec_from(top);
 
@@ -203,7 +212,7 @@ static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_ke
 
         reset_signals();
         child_env_set_pid(plan->env, getpid());
-        r = layout_fds(plan->sockets, plan->n_sockets, keep, n_keep);
+        r = layout_fds(plan->sockets, plan->n_sockets, plan->passing, keep, n_keep);
         if (r < 0)
                 return r;
         environ = plan->env->envp;
@@ -280,6 +289,23 @@ int spawn_release(struct spawned *s) {
         close(s->error_fd);
         s->error_fd = -1;
         return k == sizeof err ? err : 0;
+}
+
+pid_t spawn_connection(const struct spawn_plan *plan) {
+        pid_t pid = fork();
+
+        if (pid != 0)
+                return pid < 0 ? -errno : pid;
+        if (plan->new_process_group)
+                setpgid(0, 0);
+        if (prepare_child(plan, NULL, 0) < 0) {
+                fprintf(stderr, "prebind: cannot pass the connection: %m\n");
+                _exit(EXIT_PREBIND_FAILED);
+        }
+        execvp(plan->command[0], plan->command);
+        int err = errno;
+        fprintf(stderr, "prebind: cannot run '%s': %s\n", plan->command[0], strerror(err));
+        _exit(exec_error_to_status(err));
 }
 
 int spawn_exec_in_place(const struct spawn_plan *plan) {

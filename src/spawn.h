@@ -30,6 +30,13 @@ int child_env_build(char *const *environ_in, char *const *setenv, size_t n_seten
 void child_env_set_pid(struct child_env *env, pid_t pid);
 void child_env_done(struct child_env *env);
 
+/* Where COMMAND finds its sockets. */
+enum socket_passing {
+        PASS_FROM_FD3 = 0,      /* the LISTEN_FDS protocol: 3, 4, … */
+        PASS_ON_STDIN,          /* inetd "wait": the one socket as fd 0 */
+        PASS_ON_STDIN_STDOUT,   /* inetd "nowait": the connection as fds 0 and 1 */
+};
+
 /* Everything the child needs between fork() and exec(). */
 struct spawn_plan {
         char **command;
@@ -37,6 +44,7 @@ struct spawn_plan {
         const struct bound_socket *sockets;
         size_t n_sockets;
         bool new_process_group;     /* --group: COMMAND leads its own group */
+        enum socket_passing passing;
 };
 
 /* The exec status of a child: 0 when COMMAND runs, else the errno of
@@ -56,6 +64,11 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret);
 /* Let the child exec (open the gate), and wait for the outcome: returns 0
  * when COMMAND runs, or the positive errno of the failed exec. */
 int spawn_release(struct spawned *s);
+
+/* --accept: fork a COMMAND for one connection, with no gate (nothing is
+ * published per connection) and no exec report (the child says itself
+ * why it could not run, and exits 126/127). Returns its pid or -errno. */
+pid_t spawn_connection(const struct spawn_plan *plan);
 
 /* --exec: become COMMAND. Returns only on failure, with -errno. */
 int spawn_exec_in_place(const struct spawn_plan *plan);

@@ -10,8 +10,10 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "format.h"
 #include "log.h"
 #include "notify.h"
@@ -213,11 +215,17 @@ struct supervisor {
         int pidfd;              /* -1 where pidfd_open() is missing: SIGCHLD alone */
         int kill_timer_fd;      /* --kill-after; -1 until armed */
         int ready_timer_fd;     /* --ready=TIMEOUT; -1 when not waiting */
+        int restart_timer_fd;   /* --restart-delay; -1 when no restart is due */
         bool waiting_ready;     /* --ready, and no READY=1 yet */
         bool ready_timed_out;
+        bool published;
+        bool shutdown;          /* SIGTERM or SIGINT: no restart after this */
+        bool restart_requested; /* SIGHUP with --restart */
         bool stopping;          /* told the manager STOPPING=1 */
-        bool exited;
-        int status;
+        bool exited;            /* COMMAND has exited and is reaped */
+        int status;             /* its last exit status */
+        uint64_t *restarts;     /* when the last restart_burst restarts happened */
+        unsigned n_restarts;
 };
 
 /* Reap every child that has exited: one SIGCHLD may stand for several,
@@ -236,6 +244,10 @@ static void reap(struct supervisor *s) {
 static void signal_command(struct supervisor *s, int sig) {
         pid_t target = s->job->config->group ? -s->child : s->child;
 
+        /* Between a COMMAND and its restart there is nobody to signal (and
+         * kill(0) would signal prebind's own process group). */
+        if (s->child <= 0)
+                return;
         if (kill(target, sig) < 0 && errno != ESRCH)
                 log_error("cannot send signal %d (%s) to %d: %m", sig, sigabbrev_np(sig) ?: "?", (int) target);
 }
@@ -267,6 +279,7 @@ static void tell_manager_stopping(struct supervisor *s) {
 
 /* Begin a shutdown: the --kill-after clock starts (once). */
 static void begin_shutdown(struct supervisor *s, uint64_t kill_after_usec) {
+        s->shutdown = true;
         tell_manager_stopping(s);
         if (kill_after_usec && s->kill_timer_fd < 0 && timer_start(&s->kill_timer_fd, kill_after_usec) < 0)
                 log_error("cannot arm the kill timer: %m");
@@ -287,8 +300,18 @@ static void handle_signal(struct supervisor *s, const struct signalfd_siginfo *s
          * about prebind's output, not COMMAND's. */
         if (sig == SIGPIPE && si->ssi_pid == (uint32_t) getpid())
                 return;
-        if (sig == SIGTERM || sig == SIGINT)
+        if (sig == SIGTERM || sig == SIGINT || (sig == SIGHUP && si->ssi_code == SI_KERNEL))
                 begin_shutdown(s, s->job->config->kill_after_usec);
+        else if (sig == SIGHUP && s->job->config->restart_set) {
+                /* Restart on demand (a file watcher): stop COMMAND as for a
+                 * shutdown, then start a new one at once; not forwarded. */
+                log_info("SIGHUP: restarting '%s'", s->job->command[0]);
+                s->restart_requested = true;
+                signal_command(s, SIGTERM);
+                if (s->job->config->kill_after_usec && s->kill_timer_fd < 0)
+                        (void) timer_start(&s->kill_timer_fd, s->job->config->kill_after_usec);
+                return;
+        }
 
         /* The kernel sends terminal signals (Ctrl-C, Ctrl-\, Ctrl-Z, hangup,
          * SIGWINCH) to the whole foreground process group. Unless --group
@@ -332,11 +355,20 @@ static void tell_manager_ready(const struct job *job) {
         notify_manager(status);
 }
 
+/* Publish the addresses, the first time; after a restart, the sockets
+ * and what was published are the same: only the manager hears again. */
 static int publish(struct supervisor *s) {
-        int r = publish_addresses(s->job->config, s->job->sockets, s->job->n_sockets, getpid(), s->child,
-                                  &s->job->publication);
+        int r;
+
+        if (s->published) {
+                notify_manager("READY=1");
+                return 0;
+        }
+        r = publish_addresses(s->job->config, s->job->sockets, s->job->n_sockets, getpid(), s->child,
+                              &s->job->publication);
         if (r < 0)
                 return r;
+        s->published = true;
         tell_manager_ready(s->job);
         return 0;
 }
@@ -399,10 +431,13 @@ static int handle_notification(struct supervisor *s) {
                                  strerror(m.errno_value));
                 if (m.stopping)
                         log_debug("%s is stopping", s->job->command[0]);
+                if (m.reloading)
+                        log_debug("%s is reloading", s->job->command[0]);
                 if (m.extend_usec && s->waiting_ready)
                         extend_ready_timeout(s, m.extend_usec);
-                if (m.ready && s->waiting_ready) {
+                if (m.ready)
                         log_debug("READY=1 from pid %d", (int) sender);
+                if (m.ready && s->waiting_ready) {
                         s->waiting_ready = false;
                         timer_stop(&s->ready_timer_fd);
                         if (publish(s) < 0)
@@ -424,20 +459,78 @@ static void ready_timed_out(struct supervisor *s) {
         begin_shutdown(s, s->job->config->kill_after_usec ?: default_grace);
 }
 
+/* Was this the restart too many? At most restart_burst restarts within
+ * restart_interval, as systemd's StartLimitBurst=/StartLimitIntervalSec=. */
+static bool restart_limit_hit(struct supervisor *s) {
+        const struct config *c = s->job->config;
+        struct timespec ts;
+        uint64_t now;
+
+        if (c->restart_burst == 0)
+                return false;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+        if (s->n_restarts == c->restart_burst) {
+                if (now - s->restarts[0] < c->restart_interval_usec)
+                        return true;
+                memmove(s->restarts, s->restarts + 1, (c->restart_burst - 1) * sizeof(uint64_t));
+                s->n_restarts--;
+        }
+        s->restarts[s->n_restarts++] = now;
+        return false;
+}
+
+static int start_command(struct supervisor *s);
+
+/* COMMAND has exited: restart it, or not. Returns true when a new one is
+ * running or due, false when prebind is done. */
+static bool after_exit(struct supervisor *s) {
+        const struct config *c = s->job->config;
+        bool requested = s->restart_requested;
+        bool wanted = c->restart == RESTART_ALWAYS || (c->restart == RESTART_ON_FAILURE && s->status != 0);
+
+        if (s->pidfd >= 0)
+                close(s->pidfd);
+        s->pidfd = -1;
+        s->child = 0;
+        s->exited = false;
+        s->restart_requested = false;
+        timer_stop(&s->kill_timer_fd);
+        timer_stop(&s->ready_timer_fd);
+
+        if (s->ready_timed_out || s->shutdown || !(requested || wanted))
+                return false;
+        if (!requested && restart_limit_hit(s)) {
+                log_error("'%s' was restarted %u times within %.1fs: giving up", s->job->command[0],
+                          c->restart_burst, (double) c->restart_interval_usec / USEC_PER_SEC);
+                return false;
+        }
+        log_info("'%s' exited with status %d; restarting it", s->job->command[0], s->status);
+        if (s->published)
+                notify_manager("RELOADING=1");
+        if (requested || c->restart_delay_usec == 0)
+                return start_command(s) >= 0;
+        if (timer_start(&s->restart_timer_fd, c->restart_delay_usec) < 0)
+                return start_command(s) >= 0;
+        return true;
+}
+
 /* Wait for COMMAND: signals (forwarded or reaped), its pidfd, its
- * notifications, the timers. No periodic wake-up. Returns 0 when COMMAND
- * has exited, or -errno when prebind must give up (it then kills it). */
+ * notifications, the timers. No periodic wake-up. Returns 0 when prebind
+ * is done (s->status is COMMAND's last), or -errno when it must give up
+ * (it then kills COMMAND). */
 static int supervise_loop(struct supervisor *s) {
-        while (!s->exited) {
-                struct pollfd fds[5] = {
+        for (;;) {
+                struct pollfd fds[6] = {
                         { .fd = s->job->signal_fd, .events = POLLIN },
                         { .fd = s->pidfd, .events = POLLIN },
                         { .fd = s->kill_timer_fd, .events = POLLIN },
                         { .fd = s->job->notify.fd, .events = POLLIN },
                         { .fd = s->ready_timer_fd, .events = POLLIN },
+                        { .fd = s->restart_timer_fd, .events = POLLIN },
                 };
 
-                if (poll(fds, 5, -1) < 0) {
+                if (poll(fds, 6, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return log_error_errno(errno, "poll: %m");
@@ -452,8 +545,20 @@ static int supervise_loop(struct supervisor *s) {
                         return -EIO;
                 if (fds[4].revents && s->waiting_ready)
                         ready_timed_out(s);
+                if (fds[5].revents || (s->restart_timer_fd >= 0 && s->restart_requested)) {
+                        /* The delay is over, or SIGHUP cut it short. */
+                        timer_stop(&s->restart_timer_fd);
+                        s->restart_requested = false;
+                        if (!s->shutdown && start_command(s) < 0)
+                                return 0;
+                }
+                if (s->exited && !after_exit(s))
+                        return 0;
+                if (s->child == 0 && s->restart_timer_fd >= 0 && s->shutdown) {
+                        timer_stop(&s->restart_timer_fd);
+                        return 0;
+                }
         }
-        return 0;
 }
 
 static int final_status(const struct supervisor *s) {
@@ -489,13 +594,17 @@ static int start_command(struct supervisor *s) {
                 .sockets = job->sockets,
                 .n_sockets = job->n_sockets,
                 .new_process_group = c->group,
+                .passing = c->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
         };
         struct spawned child;
         int r, err;
 
         r = spawn_child(&plan, &child);
-        if (r < 0)
-                return log_error_errno(r, "cannot fork: %m"), -EXIT_PREBIND_FAILED;
+        if (r < 0) {
+                log_error_errno(r, "cannot fork: %m");
+                s->status = EXIT_PREBIND_FAILED;
+                return r;
+        }
         s->child = child.pid;
 
         /* Without --ready the addresses are published now, while the child
@@ -505,17 +614,24 @@ static int start_command(struct supervisor *s) {
                 close(child.gate_fd);
                 close(child.error_fd);
                 waitpid(child.pid, NULL, 0);
-                return -EXIT_PREBIND_FAILED;
+                s->child = 0;
+                s->status = EXIT_PREBIND_FAILED;
+                return -EIO;
         }
 
         err = spawn_release(&child);
         if (err > 0) {
                 log_error_errno(err, "cannot run '%s': %m", job->command[0]);
                 waitpid(child.pid, NULL, 0);
-                return -exec_error_to_status(err);
+                s->child = 0;
+                s->status = exec_error_to_status(err);
+                return -err;
         }
         log_debug("started '%s' as pid %d", job->command[0], (int) child.pid);
 
+        /* Our own child cannot be reaped by anyone else, so its pid is not
+         * reused while we hold it: the pidfd is a precise exit event. */
+        s->pidfd = (int) syscall(SYS_pidfd_open, child.pid, 0);
         if (c->ready) {
                 s->waiting_ready = true;
                 if (c->ready_timeout_usec && timer_start(&s->ready_timer_fd, c->ready_timeout_usec) < 0)
@@ -526,32 +642,50 @@ static int start_command(struct supervisor *s) {
 
 static int run_supervised(struct job *job) {
         const struct config *c = job->config;
-        struct supervisor s = { .job = job, .pidfd = -1, .kill_timer_fd = -1, .ready_timer_fd = -1 };
-        int r;
+        struct supervisor s = {
+                .job = job,
+                .pidfd = -1,
+                .kill_timer_fd = -1,
+                .ready_timer_fd = -1,
+                .restart_timer_fd = -1,
+        };
+        int r, status;
 
         if (setup_signals(job) < 0)
                 return EXIT_PREBIND_FAILED;
         if (c->subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 return log_error_errno(errno, "cannot become a subreaper: %m"), EXIT_PREBIND_FAILED;
-        r = start_command(&s);
-        if (r < 0)
-                return -r;
+        if (c->accept) {
+                /* The sockets listen: publish, then accept until stopped. */
+                if (publish_addresses(c, job->sockets, job->n_sockets, getpid(), 0, &job->publication) < 0)
+                        return EXIT_PREBIND_FAILED;
+                tell_manager_ready(job);
+                status = accept_loop(c, job->sockets, job->n_sockets, job->command, job->setenv, job->n_setenv,
+                                     job->signal_fd);
+                notify_manager("STOPPING=1");
+                return status;
+        }
+        s.restarts = calloc(c->restart_burst ? c->restart_burst : 1, sizeof(uint64_t));
+        if (!s.restarts)
+                return log_error_errno(ENOMEM, "out of memory"), EXIT_PREBIND_FAILED;
 
-        /* Our own child cannot be reaped by anyone else, so its pid is not
-         * reused while we hold it: the pidfd is a precise exit event. */
-        s.pidfd = (int) syscall(SYS_pidfd_open, s.child, 0);
-        r = supervise_loop(&s);
-        if (r < 0) {
+        r = start_command(&s);
+        if (r >= 0)
+                r = supervise_loop(&s);
+        else
+                s.exited = false;
+        if (r < 0 && s.child > 0) {
                 signal_command(&s, SIGKILL);
                 waitpid(s.child, NULL, 0);
+                s.status = EXIT_PREBIND_FAILED;
         }
         tell_manager_stopping(&s);
         if (s.pidfd >= 0)
                 close(s.pidfd);
         timer_stop(&s.kill_timer_fd);
         timer_stop(&s.ready_timer_fd);
-        if (r < 0)
-                return EXIT_PREBIND_FAILED;
+        timer_stop(&s.restart_timer_fd);
+        free(s.restarts);
         if (s.waiting_ready)
                 log_error("'%s' exited before it was ready, with status %d", job->command[0], s.status);
         log_debug("'%s' ended, exit status %d", job->command[0], s.status);
@@ -564,6 +698,7 @@ static int run_in_place(struct job *job) {
                 .env = &job->env,
                 .sockets = job->sockets,
                 .n_sockets = job->n_sockets,
+                .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
         };
         int r;
 
@@ -590,7 +725,9 @@ int prebind_run(const struct config *config) {
         if (setup_parent_death(config) < 0 || bind_all(&job) < 0 || expand_templates(&job) < 0 ||
             setup_readiness(&job) < 0)
                 goto out;
-        if (child_env_build(environ, job.setenv, job.n_setenv, job.sockets, job.n_sockets, &job.env) < 0) {
+        /* With --inetd the socket is on stdin: nothing at fd 3, no LISTEN_*. */
+        if (child_env_build(environ, job.setenv, job.n_setenv, job.sockets, config->inetd ? 0 : job.n_sockets,
+                            &job.env) < 0) {
                 log_error("out of memory");
                 goto out;
         }

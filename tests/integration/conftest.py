@@ -90,9 +90,15 @@ class Prebind:
             self.close()
 
     def close(self):
+        """Stop prebind as a user would (SIGTERM, which it forwards), so no
+        server is orphaned; SIGKILL only if that does not work."""
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=TIMEOUT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=TIMEOUT)
         if self.proc.stderr and not self.proc.stderr.closed:
             self.err += self.stderr_text()
         for f in (self.proc.stdout, self.proc.stderr, self.proc.stdin):

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "accept.h"
+#include "format.h"
+#include "log.h"
+#include "spawn.h"
+
+struct acceptor {
+        const struct config *config;
+        const struct bound_socket *sockets;
+        size_t n_sockets;
+        char **command;
+        char **setenv;          /* the -E entries, then REMOTE_ADDR and REMOTE_PORT */
+        size_t n_setenv;
+        pid_t *children;        /* running COMMANDs, max_connections slots; 0 = free */
+        unsigned running;
+        bool stopping;
+};
+
+extern char **environ;
+
+static void reap_connections(struct acceptor *a) {
+        pid_t pid;
+        int status;
+
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+                for (unsigned i = 0; i < a->config->max_connections; i++)
+                        if (a->children[i] == pid) {
+                                a->children[i] = 0;
+                                a->running--;
+                                log_debug("connection handler %d ended, status %d", (int) pid,
+                                          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                                break;
+                        }
+}
+
+static void signal_connections(struct acceptor *a, int sig) {
+        for (unsigned i = 0; i < a->config->max_connections; i++)
+                if (a->children[i] > 0)
+                        (void) kill(a->config->group ? -a->children[i] : a->children[i], sig);
+}
+
+/* The peer, as systemd sets it for Accept=yes services. */
+static void set_remote(struct acceptor *a, const union sockaddr_any *peer, socklen_t len) {
+        static char addr[ADDRESS_STRING_MAX + 16], port[32];
+        char host[ADDRESS_STRING_MAX];
+        int p = sockaddr_port(peer);
+
+        snprintf(addr, sizeof addr, "REMOTE_ADDR=%s",
+                 sockaddr_host_to_string(peer, len, host, sizeof host) ?: "");
+        a->setenv[a->n_setenv] = addr;
+        if (p >= 0) {
+                snprintf(port, sizeof port, "REMOTE_PORT=%d", p);
+                a->setenv[a->n_setenv + 1] = port;
+        } else
+                a->setenv[a->n_setenv + 1] = NULL;
+}
+
+static void start_connection(struct acceptor *a, int listen_fd) {
+        union sockaddr_any peer;
+        socklen_t peer_len = sizeof peer;
+        struct bound_socket conn = { .name = "connection", .type = SOCK_STREAM };
+        struct child_env env;
+        struct spawn_plan plan = {
+                .command = a->command,
+                .env = &env,
+                .sockets = &conn,
+                .n_sockets = 1,
+                .new_process_group = a->config->group,
+                .passing = a->config->inetd ? PASS_ON_STDIN_STDOUT : PASS_FROM_FD3,
+        };
+        size_t n_env;
+        pid_t pid;
+
+        conn.fd = accept4(listen_fd, &peer.sa, &peer_len, SOCK_CLOEXEC);
+        if (conn.fd < 0) {
+                if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                        log_error("cannot accept a connection: %m");
+                return;
+        }
+        set_remote(a, &peer, peer_len);
+        n_env = a->n_setenv + (a->setenv[a->n_setenv + 1] ? 2 : 1);
+        if (child_env_build(environ, a->setenv, n_env, &conn, a->config->inetd ? 0 : 1, &env) < 0) {
+                log_error("out of memory");
+                close(conn.fd);
+                return;
+        }
+        pid = spawn_connection(&plan);
+        child_env_done(&env);
+        close(conn.fd);
+        if (pid < 0) {
+                log_error_errno((int) pid, "cannot fork: %m");
+                return;
+        }
+        for (unsigned i = 0; i < a->config->max_connections; i++)
+                if (a->children[i] == 0) {
+                        a->children[i] = pid;
+                        a->running++;
+                        break;
+                }
+}
+
+static void handle_signal(struct acceptor *a, const struct signalfd_siginfo *si) {
+        int sig = (int) si->ssi_signo;
+
+        if (sig == SIGCHLD) {
+                reap_connections(a);
+                return;
+        }
+        if (sig == SIGPIPE && si->ssi_pid == (uint32_t) getpid())
+                return;
+        if (sig == SIGTERM || sig == SIGINT)
+                a->stopping = true;
+        /* Terminal signals already reached the handlers in our group. */
+        if (si->ssi_code != SI_KERNEL || a->config->group)
+                signal_connections(a, sig);
+}
+
+int accept_loop(const struct config *config, const struct bound_socket *sockets, size_t n_sockets,
+                char **command, char *const *setenv, size_t n_setenv, int signal_fd) {
+        struct acceptor a = {
+                .config = config,
+                .sockets = sockets,
+                .n_sockets = n_sockets,
+                .command = command,
+                .n_setenv = n_setenv,
+        };
+        struct pollfd *fds;
+        int status = 0;
+
+        a.children = calloc(config->max_connections, sizeof(pid_t));
+        a.setenv = calloc(n_setenv + 3, sizeof(char *));
+        fds = calloc(n_sockets + 1, sizeof *fds);
+        if (!a.children || !a.setenv || !fds) {
+                log_error("out of memory");
+                status = EXIT_PREBIND_FAILED;
+                goto out;
+        }
+        /* Only prebind accepts on these: non-blocking, so that a client
+         * gone between poll() and accept() cannot block the loop. */
+        for (size_t i = 0; i < n_sockets; i++)
+                (void) fcntl(sockets[i].fd, F_SETFL, fcntl(sockets[i].fd, F_GETFL) | O_NONBLOCK);
+        if (n_setenv)
+                memcpy(a.setenv, setenv, n_setenv * sizeof(char *));
+
+        fds[0] = (struct pollfd) { .fd = signal_fd, .events = POLLIN };
+        while (!a.stopping || a.running > 0) {
+                /* At the limit, or stopping, the listening sockets are not
+                 * polled: new connections wait in the backlog. */
+                bool accepting = !a.stopping && a.running < config->max_connections;
+
+                for (size_t i = 0; i < n_sockets; i++)
+                        fds[i + 1] = (struct pollfd) { .fd = accepting ? sockets[i].fd : -1, .events = POLLIN };
+                if (poll(fds, n_sockets + 1, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        status = EXIT_PREBIND_FAILED;
+                        log_error("poll: %m");
+                        break;
+                }
+                if (fds[0].revents) {
+                        struct signalfd_siginfo si;
+                        while (read(signal_fd, &si, sizeof si) == sizeof si)
+                                handle_signal(&a, &si);
+                }
+                for (size_t i = 0; i < n_sockets && !a.stopping; i++)
+                        if (fds[i + 1].revents && a.running < config->max_connections)
+                                start_connection(&a, sockets[i].fd);
+        }
+out:
+        free(a.children);
+        free(a.setenv);
+        free(fds);
+        return status;
+}
