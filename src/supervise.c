@@ -489,6 +489,10 @@ static bool after_exit(struct supervisor *s) {
         bool requested = s->restart_requested;
         bool wanted = c->restart == RESTART_ALWAYS || (c->restart == RESTART_ON_FAILURE && s->status != 0);
 
+        /* What COMMAND said before it exited is queued already: hear it
+         * (a last STATUS=, STOPPING=1) before going on. */
+        if (s->job->notify.fd >= 0)
+                (void) handle_notification(s);
         if (s->pidfd >= 0)
                 close(s->pidfd);
         s->pidfd = -1;
