@@ -22,7 +22,10 @@ struct acceptor {
         size_t n_sockets;
         char **command;
         char **setenv;          /* the -E entries, then REMOTE_ADDR and REMOTE_PORT */
-        size_t n_setenv;
+        char remote_addr[ADDRESS_STRING_MAX + 16];
+        char remote_port[32];
+        struct child_env env;   /* built once; the REMOTE_* and LISTEN_PID slots change */
+        char *path;             /* COMMAND, resolved once */
         pid_t *children;        /* running COMMANDs, max_connections slots; 0 = free */
         unsigned running;
         bool stopping;
@@ -51,36 +54,32 @@ static void signal_connections(struct acceptor *a, int sig) {
                         (void) kill(a->config->group ? -a->children[i] : a->children[i], sig);
 }
 
-/* The peer, as systemd sets it for Accept=yes services. */
+/* The peer, as systemd sets it for Accept=yes services (a unix peer has
+ * no port: REMOTE_PORT is then empty). */
 static void set_remote(struct acceptor *a, const union sockaddr_any *peer, socklen_t len) {
-        static char addr[ADDRESS_STRING_MAX + 16], port[32];
         char host[ADDRESS_STRING_MAX];
-        int p = sockaddr_port(peer);
+        int port = sockaddr_port(peer);
 
-        snprintf(addr, sizeof addr, "REMOTE_ADDR=%s",
+        snprintf(a->remote_addr, sizeof a->remote_addr, "REMOTE_ADDR=%s",
                  sockaddr_host_to_string(peer, len, host, sizeof host) ?: "");
-        a->setenv[a->n_setenv] = addr;
-        if (p >= 0) {
-                snprintf(port, sizeof port, "REMOTE_PORT=%d", p);
-                a->setenv[a->n_setenv + 1] = port;
-        } else
-                a->setenv[a->n_setenv + 1] = NULL;
+        if (port >= 0)
+                snprintf(a->remote_port, sizeof a->remote_port, "REMOTE_PORT=%d", port);
+        else
+                snprintf(a->remote_port, sizeof a->remote_port, "REMOTE_PORT=");
 }
 
 static void start_connection(struct acceptor *a, int listen_fd) {
         union sockaddr_any peer;
         socklen_t peer_len = sizeof peer;
         struct bound_socket conn = { .name = "connection", .type = SOCK_STREAM };
-        struct child_env env;
         struct spawn_plan plan = {
                 .command = a->command,
-                .env = &env,
+                .env = &a->env,
                 .sockets = &conn,
                 .n_sockets = 1,
                 .new_process_group = a->config->group,
                 .passing = a->config->inetd ? PASS_ON_STDIN_STDOUT : PASS_FROM_FD3,
         };
-        size_t n_env;
         pid_t pid;
 
         conn.fd = accept4(listen_fd, &peer.sa, &peer_len, SOCK_CLOEXEC);
@@ -90,17 +89,10 @@ static void start_connection(struct acceptor *a, int listen_fd) {
                 return;
         }
         set_remote(a, &peer, peer_len);
-        n_env = a->n_setenv + (a->setenv[a->n_setenv + 1] ? 2 : 1);
-        if (child_env_build(environ, a->setenv, n_env, &conn, a->config->inetd ? 0 : 1, &env) < 0) {
-                log_error("out of memory");
-                close(conn.fd);
-                return;
-        }
-        pid = spawn_connection(&plan);
-        child_env_done(&env);
+        pid = spawn_connection(&plan, a->path);
         close(conn.fd);
         if (pid < 0) {
-                log_error_errno((int) pid, "cannot fork: %m");
+                log_error_errno((int) pid, "cannot start '%s': %m", a->command[0]);
                 return;
         }
         for (unsigned i = 0; i < a->config->max_connections; i++)
@@ -134,10 +126,10 @@ int accept_loop(const struct config *config, const struct bound_socket *sockets,
                 .sockets = sockets,
                 .n_sockets = n_sockets,
                 .command = command,
-                .n_setenv = n_setenv,
         };
+        struct bound_socket conn_name = { .fd = -1 };
         struct pollfd *fds;
-        int status = 0;
+        int status = 0, r;
 
         a.children = calloc(config->max_connections, sizeof(pid_t));
         a.setenv = calloc(n_setenv + 3, sizeof(char *));
@@ -153,6 +145,27 @@ int accept_loop(const struct config *config, const struct bound_socket *sockets,
                 (void) fcntl(sockets[i].fd, F_SETFL, fcntl(sockets[i].fd, F_GETFL) | O_NONBLOCK);
         if (n_setenv)
                 memcpy(a.setenv, setenv, n_setenv * sizeof(char *));
+        /* The slots must hold "NAME=" already: child_env_build() keeps
+         * pointers to them, and takes an entry without '=' as a name to
+         * look up. */
+        strcpy(a.remote_addr, "REMOTE_ADDR=");
+        strcpy(a.remote_port, "REMOTE_PORT=");
+        a.setenv[n_setenv] = a.remote_addr;
+        a.setenv[n_setenv + 1] = a.remote_port;
+        /* One environment for every connection: the peer and LISTEN_PID
+         * are written into their slots just before each start. */
+        conn_name.name = "connection";
+        if (child_env_build(environ, a.setenv, n_setenv + 2, &conn_name, config->inetd ? 0 : 1, &a.env) < 0) {
+                log_error("out of memory");
+                status = EXIT_PREBIND_FAILED;
+                goto out;
+        }
+        r = command_resolve(command[0], a.env.envp, &a.path);
+        if (r < 0) {
+                log_error_errno(r, "cannot run '%s': %m", command[0]);
+                status = r == -ENOMEM ? EXIT_PREBIND_FAILED : exec_error_to_status(-r);
+                goto out;
+        }
 
         fds[0] = (struct pollfd) { .fd = signal_fd, .events = POLLIN };
         while (!a.stopping || a.running > 0) {
@@ -179,6 +192,8 @@ int accept_loop(const struct config *config, const struct bound_socket *sockets,
                                 start_connection(&a, sockets[i].fd);
         }
 out:
+        child_env_done(&a.env);
+        free(a.path);
         free(a.children);
         free(a.setenv);
         free(fds);

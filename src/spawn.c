@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <linux/close_range.h>
 #include <sys/syscall.h>
 
@@ -182,10 +183,11 @@ static int layout_fds(const struct bound_socket *sockets, size_t n, enum socket_
                       size_t n_keep) {
         int first = passing == PASS_FROM_FD3 ? 3 : 0;
         int top = first + (int) n > 3 ? first + (int) n : 3;
-        int *moved;
+        int moved_few[16], *moved = moved_few;
 
-        moved = calloc(n ? n : 1, sizeof(int));
-        if (!moved)
+        /* No allocation for the common case: this also runs in a vfork()
+         * child (spawn_connection()), which must not touch the heap. */
+        if (n > 16 && !(moved = calloc(n, sizeof(int))))
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++)
                 if ((moved[i] = fcntl(sockets[i].fd, F_DUPFD_CLOEXEC, top)) < 0)
@@ -198,11 +200,13 @@ static int layout_fds(const struct bound_socket *sockets, size_t n, enum socket_
                         goto fail;
         if (passing == PASS_ON_STDIN_STDOUT && n > 0 && dup2(moved[0], STDOUT_FILENO) < 0)
                 goto fail;
-        free(moved);
+        if (moved != moved_few)
+                free(moved);
         return mark_cloexec_from(top);
 
 fail:
-        free(moved);
+        if (moved != moved_few)
+                free(moved);
         return -errno;
 }
 
@@ -291,21 +295,89 @@ int spawn_release(struct spawned *s) {
         return k == sizeof err ? err : 0;
 }
 
-pid_t spawn_connection(const struct spawn_plan *plan) {
-        pid_t pid = fork();
+/* Async-signal-safe: write the pieces of a message to stderr. */
+static void write_error(const char *what, const char *name, int err) {
+        const char *parts[] = { "prebind: ", what, " '", name, "': ", strerror(err), "\n" };
 
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+                (void) !write(STDERR_FILENO, parts[i], strlen(parts[i]));
+}
+
+pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {
+        sigset_t none;
+        pid_t pid;
+        int r;
+
+        /* vfork(): the parent waits until exec, and no page tables are
+         * copied; this is the hot path of --accept. The child only makes
+         * system calls and writes to the plan's own buffers (LISTEN_PID),
+         * which the parent does not touch until it runs again. The
+         * dispositions are already the defaults (setup_signals()): only the
+         * mask needs clearing. */
+        pid = vfork();
         if (pid != 0)
                 return pid < 0 ? -errno : pid;
         if (plan->new_process_group)
                 setpgid(0, 0);
-        if (prepare_child(plan, NULL, 0) < 0) {
-                fprintf(stderr, "prebind: cannot pass the connection: %m\n");
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        child_env_set_pid(plan->env, getpid());
+        r = layout_fds(plan->sockets, plan->n_sockets, plan->passing, NULL, 0);
+        if (r < 0) {
+                write_error("cannot pass the connection to", plan->command[0], -r);
                 _exit(EXIT_PREBIND_FAILED);
         }
-        execvp(plan->command[0], plan->command);
-        int err = errno;
-        fprintf(stderr, "prebind: cannot run '%s': %s\n", plan->command[0], strerror(err));
-        _exit(exec_error_to_status(err));
+        execve(path, plan->command, plan->env->envp);
+        r = errno;
+        write_error("cannot run", plan->command[0], r);
+        _exit(exec_error_to_status(r));
+}
+
+/* 0 if path is a regular file we may execute; -ENOENT or -EACCES. */
+static int executable(const char *path) {
+        struct stat st;
+
+        if (stat(path, &st) < 0)
+                return errno == EACCES ? -EACCES : -ENOENT;
+        if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
+                return -EACCES;
+        return 0;
+}
+
+int command_resolve(const char *name, char *const *envp, char **ret) {
+        const char *path = "/usr/local/bin:/usr/bin:/bin";
+        int r, err = -ENOENT;
+
+        if (strchr(name, '/')) {
+                r = executable(name);
+                if (r < 0)
+                        return r;
+                return (*ret = strdup(name)) ? 0 : -ENOMEM;
+        }
+        for (char *const *e = envp; e && *e; e++)
+                if (strncmp(*e, "PATH=", 5) == 0)
+                        path = *e + 5;
+        /* As execvp(3): the first executable file along PATH; if there is
+         * none, but one that exists, it could not be run (126). */
+        for (const char *dir = path;; dir++) {
+                const char *end = strchrnul(dir, ':');
+                char *candidate;
+
+                if (asprintf(&candidate, "%.*s%s%s", (int) (end - dir), dir, end == dir ? "" : "/", name) < 0)
+                        return -ENOMEM;
+                r = executable(candidate);
+                if (r == 0) {
+                        *ret = candidate;
+                        return 0;
+                }
+                if (r == -EACCES)
+                        err = r;
+                free(candidate);
+                if (!*end)
+                        break;
+                dir = end;
+        }
+        return err;
 }
 
 int spawn_exec_in_place(const struct spawn_plan *plan) {

@@ -65,10 +65,17 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret);
  * when COMMAND runs, or the positive errno of the failed exec. */
 int spawn_release(struct spawned *s);
 
-/* --accept: fork a COMMAND for one connection, with no gate (nothing is
+/* --accept: start a COMMAND for one connection, with no gate (nothing is
  * published per connection) and no exec report (the child says itself
- * why it could not run, and exits 126/127). Returns its pid or -errno. */
-pid_t spawn_connection(const struct spawn_plan *plan);
+ * why it could not run, and exits 126/127). path is COMMAND resolved by
+ * command_resolve(). Signal dispositions must be the defaults already.
+ * Returns its pid or -errno. */
+pid_t spawn_connection(const struct spawn_plan *plan, const char *path);
+
+/* Find COMMAND along the PATH of its environment envp, as execvp() would,
+ * once rather than per connection. Returns 0 and a new string, -ENOENT
+ * (not found) or -EACCES (found, not executable). */
+int command_resolve(const char *name, char *const *envp, char **ret);
 
 /* --exec: become COMMAND. Returns only on failure, with -errno. */
 int spawn_exec_in_place(const struct spawn_plan *plan);

@@ -126,16 +126,36 @@ def test_sigterm_stops_accepting_and_ends_the_handlers(start):
     s.close()
 
 
-def test_exec_failure_in_a_handler_is_reported_and_prebind_goes_on(start):
-    p = start(["--accept", "--print", "--", "prebind-no-such-handler"])
+def test_handler_not_found_or_not_executable_fails_at_start(tmp_path):
+    # COMMAND is looked up once, before the first connection.
+    out = run(["--accept", "--print", "--", "prebind-no-such-handler"])
+    assert out.returncode == 127
+    assert out.stderr.endswith("prebind: cannot run 'prebind-no-such-handler': No such file or directory\n")
+    script = tmp_path / "handler"
+    script.write_text("#!/bin/sh\necho hi\n")
+    out = run(["-q", "--accept", "--", str(script)])
+    assert out.returncode == 126 and "Permission denied" in out.stderr
+    out = run(["-q", "--accept", "-E", f"PATH={tmp_path}", "--", "handler"])  # COMMAND's PATH is searched
+    assert out.returncode == 126 and "Permission denied" in out.stderr
+
+
+def test_handler_exec_failure_is_reported_and_prebind_goes_on(start, tmp_path):
+    handler = tmp_path / "handler"
+    handler.write_text("#!/bin/sh\necho hi\n")
+    handler.chmod(0o755)
+    p = start(["--accept", "--inetd", "--print", "--", str(handler)])
     port = int(p.readline())
-    for payload in (b"x", b"y"):  # still accepting after the first failure
+    assert echo(port, b"") == b"hi\n"
+    handler.chmod(0o644)  # breaks after the start: reported per connection
+    for _ in range(2):
         try:
-            assert echo(port, payload) == b""
+            assert echo(port, b"") == b""
         except ConnectionResetError:
-            pass  # closed with our byte unread: a reset, as good as EOF here
+            pass
+    handler.chmod(0o755)
+    assert echo(port, b"") == b"hi\n"  # still accepting
     assert p.stop() == 0
-    assert p.err.count("cannot run 'prebind-no-such-handler': No such file or directory") == 2
+    assert p.err.count(f"cannot run '{handler}': Permission denied") == 2
 
 
 def test_inetd_wait_mode_listening_socket_on_stdin(start):
