@@ -7,10 +7,10 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <systemd/sd-daemon.h>
 
 #include "notify.h"
 #include "parse.h"
+#include "sd.h"
 
 static bool key_is(const char *line, size_t len, const char *key, const char **ret_value, size_t *ret_len) {
         size_t k = strlen(key);
@@ -140,5 +140,5 @@ int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t
 void notify_manager(const char *message) {
         /* A no-op without NOTIFY_SOCKET; failures to notify are not fatal:
          * the manager will time us out itself. */
-        (void) sd_notify(0, message);
+        (void) sd_notify_lazy(message);
 }

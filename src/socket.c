@@ -7,8 +7,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <systemd/sd-daemon.h>
 
+#include "sd.h"
 #include "socket.h"
 
 static int set_int_option(int fd, int level, int option, int value) {
@@ -141,7 +141,7 @@ int sockets_inherit(struct bound_socket **ret) {
         int n, r = 0;
 
         /* Unsets LISTEN_*: they were for prebind, not for anything it runs. */
-        n = sd_listen_fds_with_names(1, &names);
+        n = sd_listen_fds_with_names_lazy(&names);
         if (n <= 0) {
                 *ret = NULL;
                 return n;
@@ -150,7 +150,7 @@ int sockets_inherit(struct bound_socket **ret) {
         if (!sockets)
                 r = -ENOMEM;
         for (int i = 0; r == 0 && i < n; i++) {
-                r = socket_adopt(SD_LISTEN_FDS_START + i, names ? names[i] : NULL, &sockets[i]);
+                r = socket_adopt(3 + i, names ? names[i] : NULL, &sockets[i]);
                 if (r == 0 && names)
                         names[i] = NULL;
         }

@@ -23,6 +23,10 @@ static bool is_inherited_protocol_variable(const char *entry) {
         static const char *const names[] = {
                 "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "LISTEN_PIDFDID", "NOTIFY_SOCKET",
         };
+
+        /* Most of the environment is neither: one comparison each. */
+        if (entry[0] != 'L' && entry[0] != 'N')
+                return false;
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
                 size_t len = strlen(names[i]);
                 if (strncmp(entry, names[i], len) == 0 && (entry[len] == '=' || entry[len] == '\0'))
@@ -144,10 +148,10 @@ int exec_error_to_status(int err) {
 
 /* Signal dispositions set to SIG_IGN and the blocked mask survive exec:
  * COMMAND gets the defaults, whatever prebind inherited or set. */
-static void reset_signals(void) {
+static void reset_signals(bool dispositions_are_default) {
         sigset_t none;
 
-        for (int sig = 1; sig < NSIG; sig++)
+        for (int sig = 1; sig < NSIG && !dispositions_are_default; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
                         signal(sig, SIG_DFL);
         sigemptyset(&none);
@@ -214,7 +218,7 @@ fail:
 static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_keep) {
         int r;
 
-        reset_signals();
+        reset_signals(plan->dispositions_are_default);
         child_env_set_pid(plan->env, getpid());
         r = layout_fds(plan->sockets, plan->n_sockets, plan->passing, keep, n_keep);
         if (r < 0)

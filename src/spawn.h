@@ -45,6 +45,9 @@ struct spawn_plan {
         size_t n_sockets;
         bool new_process_group;     /* --group: COMMAND leads its own group */
         enum socket_passing passing;
+        /* Every signal disposition is SIG_DFL already (the supervisor set
+         * them): the child then only clears its mask. */
+        bool dispositions_are_default;
 };
 
 /* The exec status of a child: 0 when COMMAND runs, else the errno of

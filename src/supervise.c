@@ -348,6 +348,9 @@ static void tell_manager_ready(const struct job *job) {
         char status[4096], url[FIELD_STRING_MAX];
         size_t len;
 
+        if (!getenv("NOTIFY_SOCKET"))
+                return;
+
         len = (size_t) snprintf(status, sizeof status, "READY=1\nSTATUS=listening on");
         for (size_t i = 0; i < job->n_sockets && len < sizeof status; i++)
                 len += (size_t) snprintf(status + len, sizeof status - len, "%s %s", i ? "," : "",
@@ -599,6 +602,7 @@ static int start_command(struct supervisor *s) {
                 .n_sockets = job->n_sockets,
                 .new_process_group = c->group,
                 .passing = c->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
+                .dispositions_are_default = true,       /* setup_signals() */
         };
         struct spawned child;
         int r, err;

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sd.h"
+
+/* The soname prebind was built against, from meson (libsystemd's
+ * pkg-config), so the loaded library matches the headers. */
+#ifndef LIBSYSTEMD_SONAME
+#define LIBSYSTEMD_SONAME "libsystemd.so.0"
+#endif
+
+static void *libsystemd(void) {
+        static void *handle;
+
+        if (!handle)
+                handle = dlopen(LIBSYSTEMD_SONAME, RTLD_NOW | RTLD_LOCAL);
+        return handle;
+}
+
+static void *symbol(const char *name) {
+        void *h = libsystemd();
+        return h ? dlsym(h, name) : NULL;
+}
+
+int sd_listen_fds_with_names_lazy(char ***names) {
+        int (*fn)(int, char ***);
+        const char *pid = getenv("LISTEN_PID");
+        char self[32];
+
+        /* The check sd_listen_fds() makes first: not ours, nothing to load. */
+        snprintf(self, sizeof self, "%d", (int) getpid());
+        if (!pid || strcmp(pid, self) != 0) {
+                *names = NULL;
+                return 0;
+        }
+        fn = (int (*)(int, char ***)) symbol("sd_listen_fds_with_names");
+        if (!fn)
+                return -ELIBACC;
+        return fn(1, names);
+}
+
+int sd_notify_lazy(const char *message) {
+        int (*fn)(int, const char *);
+
+        if (!getenv("NOTIFY_SOCKET"))
+                return 0;
+        fn = (int (*)(int, const char *)) symbol("sd_notify");
+        if (!fn)
+                return -ELIBACC;
+        return fn(0, message);
+}
