@@ -68,7 +68,32 @@ static void set_remote(struct acceptor *a, const union sockaddr_any *peer, sockl
                 snprintf(a->remote_port, sizeof a->remote_port, "REMOTE_PORT=");
 }
 
-static void start_connection(struct acceptor *a, int listen_fd) {
+/* Errors that concern one connection, or none: accept(2) says to treat
+ * the pending network errors like EAGAIN. Anything else (EMFILE, ENFILE,
+ * ENOBUFS, ENOMEM, EINVAL…) leaves the connection in the backlog, and
+ * poll() would report it again at once: a busy loop. */
+static bool accept_error_is_transient(int err) {
+        switch (err) {
+        case EAGAIN:
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+        case EPERM:
+        case ENETDOWN:
+        case ENOPROTOOPT:
+        case EHOSTDOWN:
+        case ENONET:
+        case EHOSTUNREACH:
+        case EOPNOTSUPP:
+        case ENETUNREACH:
+                return true;
+        default:
+                return false;
+        }
+}
+
+/* Returns 0, or -errno when accepting cannot go on. */
+static int start_connection(struct acceptor *a, int listen_fd) {
         union sockaddr_any peer;
         socklen_t peer_len = sizeof peer;
         struct bound_socket conn = { .name = "connection", .type = SOCK_STREAM };
@@ -83,17 +108,14 @@ static void start_connection(struct acceptor *a, int listen_fd) {
         pid_t pid;
 
         conn.fd = accept4(listen_fd, &peer.sa, &peer_len, SOCK_CLOEXEC);
-        if (conn.fd < 0) {
-                if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                        log_error("cannot accept a connection: %m");
-                return;
-        }
+        if (conn.fd < 0)
+                return accept_error_is_transient(errno) ? 0 : -errno;
         set_remote(a, &peer, peer_len);
         pid = spawn_connection(&plan, a->path);
         close(conn.fd);
         if (pid < 0) {
                 log_error_errno((int) pid, "cannot start '%s': %m", a->command[0]);
-                return;
+                return 0;
         }
         for (unsigned i = 0; i < a->config->max_connections; i++)
                 if (a->children[i] == 0) {
@@ -101,6 +123,7 @@ static void start_connection(struct acceptor *a, int listen_fd) {
                         a->running++;
                         break;
                 }
+        return 0;
 }
 
 static void handle_signal(struct acceptor *a, const struct signalfd_siginfo *si) {
@@ -148,8 +171,8 @@ int accept_loop(const struct config *config, const struct bound_socket *sockets,
         /* The slots must hold "NAME=" already: child_env_build() keeps
          * pointers to them, and takes an entry without '=' as a name to
          * look up. */
-        strcpy(a.remote_addr, "REMOTE_ADDR=");
-        strcpy(a.remote_port, "REMOTE_PORT=");
+        snprintf(a.remote_addr, sizeof a.remote_addr, "REMOTE_ADDR=");
+        snprintf(a.remote_port, sizeof a.remote_port, "REMOTE_PORT=");
         a.setenv[n_setenv] = a.remote_addr;
         a.setenv[n_setenv + 1] = a.remote_port;
         /* One environment for every connection: the peer and LISTEN_PID
@@ -187,9 +210,18 @@ int accept_loop(const struct config *config, const struct bound_socket *sockets,
                         while (read(signal_fd, &si, sizeof si) == sizeof si)
                                 handle_signal(&a, &si);
                 }
-                for (size_t i = 0; i < n_sockets && !a.stopping; i++)
-                        if (fds[i + 1].revents && a.running < config->max_connections)
-                                start_connection(&a, sockets[i].fd);
+                for (size_t i = 0; i < n_sockets && !a.stopping; i++) {
+                        if (!fds[i + 1].revents || a.running >= config->max_connections)
+                                continue;
+                        r = start_connection(&a, sockets[i].fd);
+                        if (r < 0) {
+                                /* Stop as for SIGTERM, and say so once. */
+                                log_error_errno(r, "cannot accept a connection: %m; stopping");
+                                status = EXIT_PREBIND_FAILED;
+                                a.stopping = true;
+                                signal_connections(&a, SIGTERM);
+                        }
+                }
         }
 out:
         child_env_done(&a.env);

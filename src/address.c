@@ -257,7 +257,7 @@ const char *sockaddr_host_to_string(const union sockaddr_any *addr, socklen_t le
                  * does) and other unprintable bytes as '?'. */
                 for (i = 0; i < n; i++) {
                         char c = addr->un.sun_path[i];
-                        buf[i] = c == '\0' ? '@' : ((unsigned char) c < ' ' || c == 0x7f ? '?' : c);
+                        buf[i] = (char) (c == '\0' ? '@' : ((unsigned char) c < ' ' || c == 0x7f ? '?' : c));
                 }
                 buf[i] = '\0';
                 return buf;

@@ -157,8 +157,10 @@ static bool is_protocol_variable(const char *name, size_t len) {
 
 /* One line that says what was wrong and where to look. */
 static int usage_error(const char *option, const char *arg, const char *detail) {
+        char quoted[LOG_QUOTE_SIZE];
+
         if (option)
-                log_error("%s: '%s': %s (see --help)", option, arg, detail);
+                log_error("%s: '%s': %s (see --help)", option, log_shorten(arg, quoted), detail);
         else
                 log_error("%s (see --help)", detail);
         return -EINVAL;
@@ -445,7 +447,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
         c.command = argv + optind;
         /* Options that only mean something to a supervisor. */
         if (c.exec && (c.ready || c.group || c.kill_after_usec || c.die_with_parent || c.subreaper ||
-                       memchr(c.success_status, true, sizeof c.success_status))) {
+                       memchr(c.success_status, 1, sizeof c.success_status))) {
                 config_done(&c);
                 return usage_error(NULL, NULL, "--exec leaves no supervisor: it cannot be combined with --ready, "
                                    "--group, --kill-after, --die-with-parent, --subreaper or --success-status");

@@ -43,6 +43,12 @@ const char *socket_field_format(const struct bound_socket *sockets, size_t index
         union sockaddr_any url_addr;
         int family = s->addr.sa.sa_family;
 
+        /* Sockets are IP or unix (sockets_inherit() refuses the rest); an
+         * address that cannot be shown is "?", never NULL. */
+        if (family != AF_INET && family != AF_INET6 && family != AF_UNIX) {
+                snprintf(buf, size, "?");
+                return buf;
+        }
         switch (field) {
         case FIELD_PORT:
                 if (family == AF_UNIX)
@@ -180,6 +186,11 @@ static void format_env(FILE *f, const struct bound_socket *sockets, size_t n, pi
                 /* PREBIND_<NAME>_PORT, the name upper-cased, and anything a
                  * variable name cannot hold turned into '_'. */
                 len = (size_t) snprintf(prefix, sizeof prefix, "PREBIND_%s_", sockets[i].name);
+                /* snprintf() returns the length it wanted: never walk past
+                 * the buffer, whatever the name (an inherited one is only
+                 * as long as LISTEN_FDNAMES says). */
+                if (len >= sizeof prefix)
+                        len = sizeof prefix - 1;
                 for (size_t j = strlen("PREBIND_"); j < len - 1; j++)
                         prefix[j] = isalnum((unsigned char) prefix[j]) ? (char) toupper((unsigned char) prefix[j]) : '_';
                 env_socket(f, sockets, i, prefix);

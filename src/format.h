@@ -20,7 +20,9 @@ enum socket_field {
         _FIELD_INVALID = -EINVAL,
 };
 
-#define FIELD_STRING_MAX (ADDRESS_STRING_MAX + 16)
+/* Room for the longest field: a URL ("unix:" and an address), or a name
+ * of FDNAME_MAX characters. */
+#define FIELD_STRING_MAX (ADDRESS_STRING_MAX + FDNAME_MAX + 16)
 
 enum socket_field socket_field_from_string(const char *s, size_t len);
 

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -15,9 +16,39 @@ enum log_level log_get_level(void) {
         return current_level;
 }
 
+/* Messages quote what users, activators and COMMAND said ('%s'): a
+ * newline there would split the one line of an error, and an escape
+ * sequence would reach the terminal. Control characters are written as
+ * C escapes instead (\n, \t, \r, \xHH); other bytes are kept. */
+static void escape_controls(const char *in, char *out, size_t size) {
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+
+        for (const unsigned char *p = (const unsigned char *) in; *p && o + 5 < size; p++) {
+                if (*p >= ' ' && *p != 0x7f) {
+                        out[o++] = (char) *p;
+                        continue;
+                }
+                out[o++] = '\\';
+                if (*p == '\n')
+                        out[o++] = 'n';
+                else if (*p == '\t')
+                        out[o++] = 't';
+                else if (*p == '\r')
+                        out[o++] = 'r';
+                else {
+                        out[o++] = 'x';
+                        out[o++] = hex[*p >> 4];
+                        out[o++] = hex[*p & 0xf];
+                }
+        }
+        out[o] = '\0';
+}
+
+__attribute__((format(printf, 3, 0)))
 static void log_va(enum log_level level, int err, const char *format, va_list ap) {
         int saved_errno = errno;
-        char line[1024];
+        char line[1024], escaped[sizeof line * 4];
 
         if (level > current_level)
                 return;
@@ -26,9 +57,18 @@ static void log_va(enum log_level level, int err, const char *format, va_list ap
         /* One write(2)-sized line, so concurrent writers on a shared stderr
          * never interleave within a message. */
         vsnprintf(line, sizeof line, format, ap);
-        fprintf(stderr, "prebind: %s\n", line);
+        escape_controls(line, escaped, sizeof escaped);
+        fprintf(stderr, "prebind: %s\n", escaped);
         fflush(stderr);
         errno = saved_errno;
+}
+
+const char *log_shorten(const char *s, char *buf) {
+        if (strnlen(s, LOG_QUOTE_MAX + 1) <= LOG_QUOTE_MAX)
+                return s;
+        memcpy(buf, s, LOG_QUOTE_MAX);
+        memcpy(buf + LOG_QUOTE_MAX, "...", 4);
+        return buf;
 }
 
 void log_full(enum log_level level, int err, const char *format, ...) {

@@ -23,6 +23,13 @@ void log_full(enum log_level level, int err, const char *format, ...)
  * that the caller can write: return log_error_errno(r, "cannot bind '%s': %m", s); */
 int log_error_errno(int err, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
+/* A user's string as a message quotes it: whole, or its first
+ * LOG_QUOTE_MAX bytes and "...", so that the reason that follows it is
+ * never cut off by the length of a line. buf holds LOG_QUOTE_SIZE bytes. */
+#define LOG_QUOTE_MAX 200
+#define LOG_QUOTE_SIZE (LOG_QUOTE_MAX + 4)
+const char *log_shorten(const char *s, char *buf);
+
 #define log_error(...) log_full(LOG_LEVEL_ERROR, 0, __VA_ARGS__)
 #define log_info(...)  log_full(LOG_LEVEL_INFO, 0, __VA_ARGS__)
 #define log_debug(...) log_full(LOG_LEVEL_DEBUG, 0, __VA_ARGS__)

@@ -25,7 +25,9 @@ static bool key_is(const char *line, size_t len, const char *key, const char **r
 static bool value_parse_uint(const char *value, size_t len, unsigned long max, unsigned long *ret) {
         char text[32];
 
-        if (len == 0 || len >= sizeof text)
+        /* A NUL inside the value would end the copy early: "ERRNO=2\0x"
+         * must not read as 2. */
+        if (len == 0 || len >= sizeof text || memchr(value, '\0', len))
                 return false;
         memcpy(text, value, len);
         text[len] = '\0';
@@ -56,7 +58,11 @@ void notify_message_parse(const char *buf, size_t len, struct notify_message *re
                         m.errno_value = value_parse_uint(value, value_len, 4095, &n) ? (int) n : -1;
                 else if (key_is(line, line_len, "EXTEND_TIMEOUT_USEC=", &value, &value_len))
                         m.extend_usec = value_parse_uint(value, value_len, UINT32_MAX * 1000000UL, &n) ? n : 0;
-                line += line_len + 1;
+                /* The last line may have no newline: stop there, rather
+                 * than form a pointer past the end of the datagram. */
+                if (!nl)
+                        break;
+                line = nl + 1;
         }
         *ret = m;
 }

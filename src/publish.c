@@ -86,8 +86,10 @@ static int texts_get(struct texts *t, enum output_format format, const char **re
 
         if (!t->text[format]) {
                 r = format_addresses(format, t->sockets, t->n, t->pid, t->child_pid, &t->text[format]);
-                if (r < 0)
-                        return log_error_errno(r, "cannot format the addresses: %m");
+                if (r < 0) {
+                        log_error_errno(r, "cannot format the addresses: %m");
+                        return r;
+                }
         }
         *ret = t->text[format];
         return 0;

@@ -28,7 +28,10 @@ static int remove_stale_socket(const struct listen_spec *spec) {
         if (!S_ISSOCK(st.st_mode))
                 return -EEXIST;
 
-        fd = socket(AF_UNIX, spec->type | SOCK_CLOEXEC, 0);
+        /* Non-blocking: a live listener with a full backlog (one that never
+         * accepts) makes connect() wait for room, forever. EAGAIN then
+         * means "in use", like any answer but ECONNREFUSED. */
+        fd = socket(AF_UNIX, spec->type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
         r = connect(fd, &spec->addr.sa, spec->addr_len) < 0 ? -errno : 0;
@@ -131,6 +134,10 @@ static int socket_adopt(int fd, char *name, struct bound_socket *ret) {
         s.addr_len = sizeof s.addr;
         if (getsockname(fd, &s.addr.sa, &s.addr_len) < 0)
                 return -errno;
+        /* Only what prebind can publish and COMMAND can take as a listening
+         * socket: a netlink or packet socket has no address to print. */
+        if (s.addr.sa.sa_family != AF_INET && s.addr.sa.sa_family != AF_INET6 && s.addr.sa.sa_family != AF_UNIX)
+                return -EAFNOSUPPORT;
         *ret = s;
         return 0;
 }
@@ -146,8 +153,15 @@ int sockets_inherit(struct bound_socket **ret) {
                 *ret = NULL;
                 return n;
         }
-        sockets = calloc((size_t) n, sizeof *sockets);
-        if (!sockets)
+        /* sd_listen_fds_with_names() counts the names but does not check
+         * them: an empty one, a control character or a name longer than
+         * FDNAME_MAX would go on into COMMAND's LISTEN_FDNAMES (and the
+         * env format), where sd_listen_fds_with_names(3) promises none. */
+        for (int i = 0; names && i < n; i++)
+                if (!fdname_is_valid(names[i]))
+                        r = -EBADMSG;
+        sockets = r < 0 ? NULL : calloc((size_t) n, sizeof *sockets);
+        if (!sockets && r == 0)
                 r = -ENOMEM;
         for (int i = 0; r == 0 && i < n; i++) {
                 r = socket_adopt(3 + i, names ? names[i] : NULL, &sockets[i]);
@@ -158,6 +172,10 @@ int sockets_inherit(struct bound_socket **ret) {
                 free(names[i]);
         free(names);
         if (r < 0) {
+                /* The names of the sockets adopted before the failure are
+                 * theirs now. */
+                for (int i = 0; sockets && i < n; i++)
+                        free(sockets[i].name_owned);
                 free(sockets);
                 return r;
         }

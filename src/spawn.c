@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 
 #include "config.h"
+#include "parse.h"
 #include "spawn.h"
 
 extern char **environ;
@@ -169,9 +170,10 @@ static int mark_cloexec_from(int first) {
         if (!d)
                 return -errno;
         while ((de = readdir(d))) {
-                int fd = atoi(de->d_name);
-                if (fd >= first && fd != dirfd(d))
-                        fcntl(fd, F_SETFD, FD_CLOEXEC);
+                unsigned long fd;
+
+                if (parse_uint(de->d_name, (unsigned long) first, INT32_MAX, &fd) == 0 && (int) fd != dirfd(d))
+                        fcntl((int) fd, F_SETFD, FD_CLOEXEC);
         }
         closedir(d);
         return 0;
@@ -187,14 +189,15 @@ static int layout_fds(const struct bound_socket *sockets, size_t n, enum socket_
                       size_t n_keep) {
         int first = passing == PASS_FROM_FD3 ? 3 : 0;
         int top = first + (int) n > 3 ? first + (int) n : 3;
-        int moved_few[16], *moved = moved_few;
+        int moved_few[16], *moved = moved_few, r;
+        size_t n_moved = 0;
 
         /* No allocation for the common case, which is every connection of
          * --accept (spawn_connection()). */
         if (n > 16 && !(moved = calloc(n, sizeof(int))))
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
-                if ((moved[i] = fcntl(sockets[i].fd, F_DUPFD_CLOEXEC, top)) < 0)
+        for (; n_moved < n; n_moved++)
+                if ((moved[n_moved] = fcntl(sockets[n_moved].fd, F_DUPFD_CLOEXEC, top)) < 0)
                         goto fail;
         for (size_t k = 0; k < n_keep; k++)
                 if (*keep[k] < top && (*keep[k] = fcntl(*keep[k], F_DUPFD_CLOEXEC, top)) < 0)
@@ -204,14 +207,25 @@ static int layout_fds(const struct bound_socket *sockets, size_t n, enum socket_
                         goto fail;
         if (passing == PASS_ON_STDIN_STDOUT && n > 0 && dup2(moved[0], STDOUT_FILENO) < 0)
                 goto fail;
+        /* The copies were only a step: with --exec, an exec that fails
+         * would leave them open. */
+        for (size_t i = 0; i < n_moved; i++)
+                close(moved[i]);
         if (moved != moved_few)
                 free(moved);
         return mark_cloexec_from(top);
 
 fail:
+        /* F_DUPFD says EINVAL when top is at RLIMIT_NOFILE already: that
+         * too is "out of fds". */
+        if (errno == EINVAL)
+                errno = EMFILE;
+        r = -errno;
+        for (size_t i = 0; i < n_moved; i++)
+                close(moved[i]);
         if (moved != moved_few)
                 free(moved);
-        return -errno;
+        return r;
 }
 
 /* Between fork (or --exec) and exec: what COMMAND must find. */
@@ -383,11 +397,23 @@ int command_resolve(const char *name, char *const *envp, char **ret) {
         return err;
 }
 
-int spawn_exec_in_place(const struct spawn_plan *plan) {
-        int r = prepare_child(plan, NULL, 0);
+int spawn_prepare_in_place(const struct spawn_plan *plan) {
+        return prepare_child(plan, NULL, 0);
+}
 
-        if (r < 0)
-                return r;
+int spawn_exec_in_place(const struct spawn_plan *plan) {
+        int first = plan->passing == PASS_FROM_FD3 ? 3 : 0, err;
+
         execvp(plan->command[0], plan->command);
-        return -errno;
+        err = errno;
+        /* COMMAND did not start: close the copies laid out for it, but not
+         * the sockets' own fds (the caller closes those) nor 0-2. */
+        for (int fd = first; fd < first + (int) plan->n_sockets; fd++) {
+                bool own = fd <= 2;
+                for (size_t j = 0; j < plan->n_sockets; j++)
+                        own = own || plan->sockets[j].fd == fd;
+                if (!own)
+                        close(fd);
+        }
+        return -err;
 }

@@ -80,7 +80,10 @@ pid_t spawn_connection(const struct spawn_plan *plan, const char *path);
  * (not found) or -EACCES (found, not executable). */
 int command_resolve(const char *name, char *const *envp, char **ret);
 
-/* --exec: become COMMAND. Returns only on failure, with -errno. */
+/* --exec: become COMMAND. First lay out the fds, signals and environment
+ * in prebind itself (-errno: prebind's failure, such as running out of
+ * fds), then exec, which returns only on failure (-errno: COMMAND's). */
+int spawn_prepare_in_place(const struct spawn_plan *plan);
 int spawn_exec_in_place(const struct spawn_plan *plan);
 
 /* The exit status for a failed exec, as env(1): 127 not found, else 126. */

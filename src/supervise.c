@@ -56,11 +56,17 @@ static void job_done(struct job *job) {
                 close(job->signal_fd);
 }
 
-static const char *bind_error(int r) {
+static const char *bind_error(const struct listen_spec *spec, int r) {
+        int family = spec->addr.sa.sa_family;
+
         switch (r) {
         case -EEXIST:
                 return "the path exists and is not a socket (left alone)";
         case -EADDRINUSE:
+                /* For port 0 the kernel says EADDRINUSE when it has no port
+                 * left to pick: nothing was "in use" that the user named. */
+                if ((family == AF_INET || family == AF_INET6) && sockaddr_port(&spec->addr) == 0)
+                        return "no free port left in the local port range (net.ipv4.ip_local_port_range)";
                 return "Address already in use";
         default:
                 return strerror(-r);
@@ -77,8 +83,14 @@ static int bind_all(struct job *job) {
         size_t n_own;
 
         n_inherited = sockets_inherit(&inherited);
+        if (n_inherited == -EBADMSG)
+                return log_error_errno(n_inherited, "cannot take the sockets passed to prebind: LISTEN_FDNAMES holds "
+                                       "an invalid name (1-255 printable ASCII characters, no ':')");
+        if (n_inherited == -EAFNOSUPPORT)
+                return log_error_errno(n_inherited, "cannot take the sockets passed to prebind: one is neither an IP "
+                                       "nor a unix socket");
         if (n_inherited < 0)
-                return log_error_errno(n_inherited, "cannot take the sockets passed to prebind: %m");
+                return log_error_errno(n_inherited, "cannot take the sockets passed to prebind (LISTEN_FDS): %m");
         n_own = c->listen_default && n_inherited > 0 ? 0 : c->n_listens;
 
         all = calloc((size_t) n_inherited + n_own + 1, sizeof *all);
@@ -95,7 +107,7 @@ static int bind_all(struct job *job) {
         for (size_t i = 0; i < n_own; i++) {
                 int r = socket_bind(&c->listens[i], c, &job->sockets[job->n_sockets]);
                 if (r < 0) {
-                        log_error("cannot listen on '%s': %s", c->listens[i].text, bind_error(r));
+                        log_error("cannot listen on '%s': %s", c->listens[i].text, bind_error(&c->listens[i], r));
                         return r;
                 }
                 job->n_sockets++;
@@ -104,24 +116,25 @@ static int bind_all(struct job *job) {
 }
 
 static int expand(const struct job *job, const char *what, const char *text, char **ret) {
+        char quoted[LOG_QUOTE_SIZE], quoted_at[LOG_QUOTE_SIZE];
         size_t offset = 0;
         int r = template_expand(text, job->sockets, job->n_sockets, ret, &offset);
+        const char *t = log_shorten(text, quoted), *at = log_shorten(text + offset, quoted_at);
 
         switch (r) {
         case 0:
                 return 0;
         case -ENOENT:
-                log_error("%s '%s': no socket of that name or index at '%s'", what, text, text + offset);
+                log_error("%s '%s': no socket of that name or index at '%s'", what, t, at);
                 return -EINVAL;
         case -EBADR:
-                log_error("%s '%s': unknown field at '%s' (port, host, addr, url, fd, name)", what, text,
-                          text + offset);
+                log_error("%s '%s': unknown field at '%s' (port, host, addr, url, fd, name)", what, t, at);
                 return -EINVAL;
         case -EINVAL:
-                log_error("%s '%s': bad template at '%s' (write {{ and }} for braces)", what, text, text + offset);
+                log_error("%s '%s': bad template at '%s' (write {{ and }} for braces)", what, t, at);
                 return -EINVAL;
         default:
-                return log_error_errno(r, "%s '%s': %m", what, text);
+                return log_error_errno(r, "%s '%s': %m", what, t);
         }
 }
 
@@ -394,6 +407,7 @@ static bool sender_is_command(pid_t sender, pid_t child) {
                         return false;
                 p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
                 fclose(f);
+                /* NOLINTNEXTLINE(cert-err34-c): the kernel wrote this number */
                 if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
                         return false;
                 sender = ppid;
@@ -609,7 +623,8 @@ static int start_command(struct supervisor *s) {
 
         r = spawn_child(&plan, &child);
         if (r < 0) {
-                log_error_errno(r, "cannot fork: %m");
+                /* pipe2() or fork(): out of fds or processes. */
+                log_error_errno(r, "cannot start '%s': %m", job->command[0]);
                 s->status = EXIT_PREBIND_FAILED;
                 return r;
         }
@@ -720,9 +735,39 @@ static int run_in_place(struct job *job) {
         /* The sockets listen: as far as a manager is concerned, the service
          * is ready (connections queue until COMMAND accepts). */
         tell_manager_ready(job);
+        /* Laying out the fds can fail (out of fds): that is prebind's
+         * failure (125), not COMMAND's (126/127). */
+        r = spawn_prepare_in_place(&plan);
+        if (r < 0)
+                return log_error_errno(r, "cannot pass the sockets: %m"), EXIT_PREBIND_FAILED;
         r = spawn_exec_in_place(&plan);
         log_error_errno(r, "cannot run '%s': %m", job->command[0]);
         return exec_error_to_status(-r);
+}
+
+/* What the options ask of the sockets, now that the inherited ones are
+ * known too: config_parse_argv() saw only those of -l. */
+static int check_sockets(const struct job *job) {
+        const struct config *c = job->config;
+
+        if (c->inetd && !c->accept && job->n_sockets != 1) {
+                log_error("--inetd without --accept passes one socket, on stdin: there are %zu, with those passed "
+                          "to prebind", job->n_sockets);
+                return -EINVAL;
+        }
+        for (size_t i = 0; c->accept && i < job->n_sockets; i++) {
+                int listening = 0;
+                socklen_t len = sizeof listening;
+
+                /* A datagram or unconnected socket would make accept() fail
+                 * at every poll(). */
+                if (getsockopt(job->sockets[i].fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening) {
+                        log_error("--accept takes listening stream sockets only: fd %zu (name '%s') is not one", 3 + i,
+                                  job->sockets[i].name);
+                        return -EINVAL;
+                }
+        }
+        return 0;
 }
 
 int prebind_run(const struct config *config) {
@@ -730,8 +775,8 @@ int prebind_run(const struct config *config) {
         struct job job = { .config = config, .signal_fd = -1, .notify = { .fd = -1 } };
         int status = EXIT_PREBIND_FAILED;
 
-        if (setup_parent_death(config) < 0 || bind_all(&job) < 0 || expand_templates(&job) < 0 ||
-            setup_readiness(&job) < 0)
+        if (setup_parent_death(config) < 0 || bind_all(&job) < 0 || check_sockets(&job) < 0 ||
+            expand_templates(&job) < 0 || setup_readiness(&job) < 0)
                 goto out;
         /* With --inetd the socket is on stdin: nothing at fd 3, no LISTEN_*. */
         if (child_env_build(environ, job.setenv, job.n_setenv, job.sockets, config->inetd ? 0 : job.n_sockets,
@@ -739,7 +784,9 @@ int prebind_run(const struct config *config) {
                 log_error("out of memory");
                 goto out;
         }
-        status = config->exec ? run_in_place(&job) : run_supervised(&job);
+        /* job_done() frees job.sockets: clang's analyzer loses track of it
+         * once &job.env has gone to child_env_build(), in another file. */
+        status = config->exec ? run_in_place(&job) : run_supervised(&job); /* NOLINT(clang-analyzer-unix.Malloc) */
 out:
         job_done(&job);
         return status;
