@@ -25,6 +25,34 @@ PYTHON = "/usr/bin/python3"
 TIMEOUT = 20  # seconds: the bound on every wait in these tests
 
 
+def _wrap(binary, wrapper):
+    """A script that execs `wrapper binary "$@"`: exec keeps the pid, so
+    LISTEN_PID, signals and /proc reach prebind itself. In a directory of
+    its own that any user can read (tests also run prebind as nobody)."""
+    import atexit
+    import shlex
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="prebind-wrapper-")
+    os.chmod(directory, 0o755)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    script = os.path.join(directory, "prebind")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\nexec {wrapper} {shlex.quote(binary)} \"$@\"\n")
+    os.chmod(script, 0o755)
+    return script
+
+
+# PREBIND_WRAPPER, a command prefix (.ci/analyze sets .ci/valgrind-wrapper): every
+# prebind the tests start, nested ones and those run by shell scripts
+# included, runs under it, and PREBIND names the wrapping script.
+# PREBIND_REAL is always the binary.
+PREBIND_REAL = PREBIND
+if os.environ.get("PREBIND_WRAPPER"):
+    PREBIND = _wrap(PREBIND_REAL, os.environ["PREBIND_WRAPPER"])
+
+
 class Prebind:
     """A running prebind with its stdout as a pipe."""
 

@@ -564,6 +564,304 @@ START_TEST(test_port_fd) {
 }
 END_TEST
 
+/* ---- --ready ------------------------------------------------------------- */
+
+#define USEC 1000000ULL
+
+START_TEST(test_lifecycle_defaults) {
+        ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
+        ck_assert(!cfg.ready);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert_int_eq(cfg.restart, RESTART_NO);
+        ck_assert(!cfg.restart_set);
+        /* systemd's RestartSec=100ms, StartLimitBurst=5, StartLimitIntervalSec=10s */
+        ck_assert_uint_eq(cfg.restart_delay_usec, 100000);
+        ck_assert_uint_eq(cfg.restart_burst, 5);
+        ck_assert_uint_eq(cfg.restart_interval_usec, 10 * USEC);
+        ck_assert(!cfg.accept);
+        ck_assert(!cfg.inetd);
+        ck_assert_uint_eq(cfg.max_connections, 64);
+        ck_assert(!cfg.group);
+        ck_assert_uint_eq(cfg.kill_after_usec, 0);
+        ck_assert(!cfg.die_with_parent);
+        ck_assert(!cfg.subreaper);
+        for (int i = 0; i < 256; i++)
+                ck_assert_msg(!cfg.success_status[i], "success status %d set by default", i);
+        ck_assert(cfg.listen_default);
+}
+END_TEST
+
+START_TEST(test_ready) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready", "srv")), 1);
+        ck_assert(cfg.ready);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready=30s", "srv")), 1);
+        ck_assert(cfg.ready);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 30 * USEC);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready=1.5m", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready=250ms", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 250000);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready=2", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 2 * USEC);
+        /* infinity: no timeout at all. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready=infinity", "srv")), 1);
+        ck_assert(cfg.ready);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 0);
+        /* The last one wins. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready=infinity", "--ready=5s", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 5 * USEC);
+        /* The optional argument must be attached: "--ready 30s" runs 30s. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready", "30s")), 1);
+        ck_assert(cfg.ready);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert_str_eq(cfg.command[0], "30s");
+}
+END_TEST
+
+static const char *const bad_ready[] = {
+        "0", "0s", "0ms", "", "abc", "-1", "+1s", "1x", "1 s", " 1s", "31d", "infinite", "Infinity", "1.5.2s",
+        "99999999999999999999", ".", "s",
+};
+
+START_TEST(test_ready_errors) {
+        char *arg, *want;
+
+        ck_assert_int_gt(asprintf(&arg, "--ready=%s", bad_ready[_i]), 0);
+        ck_assert_int_gt(asprintf(&want, "prebind: --ready: '%s': expected a duration such as 30s, or infinity "
+                                         "(see --help)\n", bad_ready[_i]),
+                         0);
+        check_usage_error(ARGV("prebind", arg, "srv"), want);
+        free(arg);
+        free(want);
+}
+END_TEST
+
+/* ---- --restart, --restart-delay, --restart-limit ------------------------- */
+
+START_TEST(test_restart) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart=always", "srv")), 1);
+        ck_assert_int_eq(cfg.restart, RESTART_ALWAYS);
+        ck_assert(cfg.restart_set);
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart", "on-failure", "srv")), 1);
+        ck_assert_int_eq(cfg.restart, RESTART_ON_FAILURE);
+        ck_assert(cfg.restart_set);
+        /* "no" is still "given": SIGHUP restarts on demand. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart=no", "srv")), 1);
+        ck_assert_int_eq(cfg.restart, RESTART_NO);
+        ck_assert(cfg.restart_set);
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart=always", "--restart=no", "srv")), 1);
+        ck_assert_int_eq(cfg.restart, RESTART_NO);
+
+        check_usage_error(ARGV("prebind", "--restart=sometimes", "srv"),
+                          "prebind: --restart: 'sometimes': expected no, on-failure or always (see --help)\n");
+        check_usage_error(ARGV("prebind", "--restart=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--restart=Always", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--restart=on_failure", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--restart"), "prebind: option '--restart' requires an argument (see --help)\n");
+}
+END_TEST
+
+START_TEST(test_restart_delay) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart-delay=1s", "srv")), 1);
+        ck_assert_uint_eq(cfg.restart_delay_usec, USEC);
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart-delay=0", "srv")), 1);
+        ck_assert_uint_eq(cfg.restart_delay_usec, 0);
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart-delay", "200ms", "srv")), 1);
+        ck_assert_uint_eq(cfg.restart_delay_usec, 200000);
+        /* It says nothing about whether to restart. */
+        ck_assert(!cfg.restart_set);
+
+        check_usage_error(ARGV("prebind", "--restart-delay=soon", "srv"),
+                          "prebind: --restart-delay: 'soon': expected a duration such as 1s or 200ms (see --help)\n");
+        check_usage_error(ARGV("prebind", "--restart-delay=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--restart-delay=-1s", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--restart-delay=31d", "srv"), NULL);
+}
+END_TEST
+
+START_TEST(test_restart_limit) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart-limit=3", "srv")), 1);
+        ck_assert_uint_eq(cfg.restart_burst, 3);
+        ck_assert_uint_eq(cfg.restart_interval_usec, 10 * USEC); /* the interval keeps its default */
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart-limit=3/1m", "srv")), 1);
+        ck_assert_uint_eq(cfg.restart_burst, 3);
+        ck_assert_uint_eq(cfg.restart_interval_usec, 60 * USEC);
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart-limit", "1000/500ms", "srv")), 1);
+        ck_assert_uint_eq(cfg.restart_burst, 1000);
+        ck_assert_uint_eq(cfg.restart_interval_usec, 500000);
+        /* 0: no limit. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--restart-limit=0", "srv")), 1);
+        ck_assert_uint_eq(cfg.restart_burst, 0);
+}
+END_TEST
+
+static const char *const bad_restart_limit[] = {
+        "", "/", "/10s", "3/", "3/0", "3/0s", "1001", "-1", "3/x", "x/10s", "3//10s", "3/10s/", " 3", "3 ",
+        "+3", "1234567890123456", "99999999999999999999/1s", "3/-1s", "3/31d", "3:10s",
+};
+
+START_TEST(test_restart_limit_errors) {
+        char *arg, *want;
+
+        ck_assert_int_gt(asprintf(&arg, "--restart-limit=%s", bad_restart_limit[_i]), 0);
+        ck_assert_int_gt(asprintf(&want, "prebind: --restart-limit: '%s': expected N or N/DURATION, such as 5/10s "
+                                         "(see --help)\n", bad_restart_limit[_i]),
+                         0);
+        check_usage_error(ARGV("prebind", arg, "srv"), want);
+        free(arg);
+        free(want);
+}
+END_TEST
+
+/* ---- --accept, --max-connections, --inetd -------------------------------- */
+
+START_TEST(test_accept) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--accept", "srv")), 1);
+        ck_assert(cfg.accept);
+        ck_assert(!cfg.inetd);
+        ck_assert_uint_eq(cfg.max_connections, 64);
+        ck_assert_int_eq(parse(ARGV("prebind", "--accept", "--max-connections=1", "--inetd", "srv")), 1);
+        ck_assert(cfg.accept);
+        ck_assert(cfg.inetd);
+        ck_assert_uint_eq(cfg.max_connections, 1);
+        ck_assert_int_eq(parse(ARGV("prebind", "--max-connections", "1000000", "--accept", "srv")), 1);
+        ck_assert_uint_eq(cfg.max_connections, 1000000);
+        /* Several stream sockets, unix ones too. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--accept", "-l", "0", "-l", "/tmp/a.sock", "-l", "@b", "-l",
+                                    "tcp:[::1]:0", "srv")),
+                         1);
+        ck_assert_uint_eq(cfg.n_listens, 4);
+        /* --inetd alone: the one listening socket on stdin. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--inetd", "-l", "web=0", "srv")), 1);
+        ck_assert(cfg.inetd);
+        ck_assert(!cfg.accept);
+        ck_assert_int_eq(parse(ARGV("prebind", "--inetd", "srv")), 1);
+        ck_assert_uint_eq(cfg.n_listens, 1);
+}
+END_TEST
+
+START_TEST(test_max_connections_errors) {
+        check_usage_error(ARGV("prebind", "--max-connections=0", "srv"),
+                          "prebind: --max-connections: '0': expected a number from 1 (see --help)\n");
+        check_usage_error(ARGV("prebind", "--max-connections=1000001", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--max-connections=-1", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--max-connections=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--max-connections=many", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--max-connections=99999999999999999999999", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--max-connections"),
+                          "prebind: option '--max-connections' requires an argument (see --help)\n");
+}
+END_TEST
+
+/* ---- supervision --------------------------------------------------------- */
+
+START_TEST(test_supervision_options) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--group", "--kill-after=10s", "--die-with-parent", "--subreaper",
+                                    "--success-status=143", "--success-status", "0", "srv")),
+                         1);
+        ck_assert(cfg.group);
+        ck_assert_uint_eq(cfg.kill_after_usec, 10 * USEC);
+        ck_assert(cfg.die_with_parent);
+        ck_assert(cfg.subreaper);
+        for (int i = 0; i < 256; i++)
+                ck_assert_msg(cfg.success_status[i] == (i == 143 || i == 0), "success status %d", i);
+        ck_assert_int_eq(parse(ARGV("prebind", "--kill-after", "500ms", "--success-status=255", "srv")), 1);
+        ck_assert_uint_eq(cfg.kill_after_usec, 500000);
+        ck_assert(cfg.success_status[255]);
+        ck_assert(!cfg.group);
+        ck_assert_int_eq(parse(ARGV("prebind", "--kill-after=1.5m", "srv")), 1);
+        ck_assert_uint_eq(cfg.kill_after_usec, 90 * USEC);
+}
+END_TEST
+
+START_TEST(test_supervision_errors) {
+        check_usage_error(ARGV("prebind", "--kill-after=0", "srv"),
+                          "prebind: --kill-after: '0': expected a duration such as 10s, 1.5m or 500ms (see --help)\n");
+        check_usage_error(ARGV("prebind", "--kill-after=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--kill-after=never", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--kill-after=-5s", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--kill-after=31d", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--success-status=256", "srv"),
+                          "prebind: --success-status: '256': expected an exit status from 0 to 255 (see --help)\n");
+        check_usage_error(ARGV("prebind", "--success-status=-1", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--success-status=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--success-status=SIGTERM", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--success-status=1e2", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--group=1", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--subreaper=yes", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--die-with-parent=1", "srv"), NULL);
+}
+END_TEST
+
+/* ---- conflicts: checked after every option is read, in any order ---------- */
+
+static const struct {
+        const char *a, *b;
+        const char *message;
+} conflicts[] = {
+        { "--accept", "--ready", "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
+        { "--accept", "--ready=5s", "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
+        { "--accept", "--restart=always", "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
+        { "--accept", "--restart=no", "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
+        { "--accept", "--exec", "--accept needs the supervisor: it cannot be combined with --exec" },
+        { "--exec", "--restart=on-failure", "--restart needs the supervisor: it cannot be combined with --exec" },
+        { "--accept", "-ludp:0", "--accept takes stream sockets only (no udp:)" },
+        { "--accept", "-ludp:/tmp/d.sock", "--accept takes stream sockets only (no udp:)" },
+        { "--exec", "--ready", NULL },
+        { "--exec", "--group", NULL },
+        { "--exec", "--kill-after=1s", NULL },
+        { "--exec", "--die-with-parent", NULL },
+        { "--exec", "--subreaper", NULL },
+        { "--exec", "--success-status=143", NULL },
+};
+
+#define EXEC_CONFLICT "--exec leaves no supervisor: it cannot be combined with --ready, --group, --kill-after, " \
+                      "--die-with-parent, --subreaper or --success-status"
+
+START_TEST(test_conflicts) {
+        const char *message = conflicts[_i].message ?: EXEC_CONFLICT;
+        char *want;
+
+        ck_assert_int_gt(asprintf(&want, "prebind: %s (see --help)\n", message), 0);
+        check_usage_error(ARGV("prebind", conflicts[_i].a, conflicts[_i].b, "srv"), want);
+        check_usage_error(ARGV("prebind", conflicts[_i].b, conflicts[_i].a, "srv"), want);
+        /* Also with other options in between, and "--" before COMMAND. */
+        check_usage_error(ARGV("prebind", conflicts[_i].a, "-q", "-l", "0", conflicts[_i].b, "--", "srv"), want);
+        free(want);
+}
+END_TEST
+
+START_TEST(test_inetd_conflict) {
+        check_usage_error(ARGV("prebind", "--inetd", "-l", "0", "-l", "0", "srv"),
+                          "prebind: --inetd without --accept passes one socket, on stdin (see --help)\n");
+        /* With --accept, each connection is one socket: any number listen. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--inetd", "--accept", "-l", "0", "-l", "0", "srv")), 1);
+        ck_assert_uint_eq(cfg.n_listens, 2);
+}
+END_TEST
+
+START_TEST(test_no_conflicts) {
+        /* What goes together. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--accept", "--group", "--kill-after=1s", "--max-connections=3",
+                                    "--die-with-parent", "--subreaper", "--success-status=143", "srv")),
+                         1);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready=10s", "--restart=on-failure", "--restart-delay=0",
+                                    "--restart-limit=2/1s", "--group", "--kill-after=2s", "srv")),
+                         1);
+        ck_assert(cfg.ready && cfg.restart_set && cfg.group);
+        ck_assert_int_eq(parse(ARGV("prebind", "--exec", "--inetd", "--print", "srv")), 1);
+        ck_assert(cfg.exec && cfg.inetd);
+        /* --restart-delay and --restart-limit alone do not ask for restarts,
+         * so they go with --exec and --accept. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--exec", "--restart-delay=1s", "--restart-limit=1", "srv")), 1);
+        ck_assert_int_eq(parse(ARGV("prebind", "--accept", "--restart-delay=1s", "srv")), 1);
+        /* Conflicting options after COMMAND are COMMAND's. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--exec", "srv", "--ready", "--accept")), 1);
+        ck_assert(cfg.exec && !cfg.ready && !cfg.accept);
+}
+END_TEST
+
 static Suite *config_suite(void) {
         Suite *s = suite_create("config");
         TCase *tc;
@@ -612,6 +910,32 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_bug_socket_mode_leading_whitespace);
         tcase_add_test(tc, test_port_file);
         tcase_add_test(tc, test_port_fd);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("lifecycle");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, test_lifecycle_defaults);
+        tcase_add_test(tc, test_ready);
+        tcase_add_loop_test(tc, test_ready_errors, 0, ARRAY_SIZE(bad_ready));
+        tcase_add_test(tc, test_restart);
+        tcase_add_test(tc, test_restart_delay);
+        tcase_add_test(tc, test_restart_limit);
+        tcase_add_loop_test(tc, test_restart_limit_errors, 0, ARRAY_SIZE(bad_restart_limit));
+        tcase_add_test(tc, test_accept);
+        tcase_add_test(tc, test_max_connections_errors);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("supervision");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, test_supervision_options);
+        tcase_add_test(tc, test_supervision_errors);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("conflicts");
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_loop_test(tc, test_conflicts, 0, ARRAY_SIZE(conflicts));
+        tcase_add_test(tc, test_inetd_conflict);
+        tcase_add_test(tc, test_no_conflicts);
         suite_add_tcase(s, tc);
 
         return s;
