@@ -14,6 +14,7 @@
 #include "accept.h"
 #include "format.h"
 #include "log.h"
+#include "signals.h"
 #include "spawn.h"
 
 struct acceptor {
@@ -127,19 +128,18 @@ static int start_connection(struct acceptor *a, int listen_fd) {
 }
 
 static void handle_signal(struct acceptor *a, const struct signalfd_siginfo *si) {
-        int sig = (int) si->ssi_signo;
+        struct signal_verdict v = signal_classify(si, a->config->group);
 
-        if (sig == SIGCHLD) {
+        if (v.reap)
                 reap_connections(a);
+        if (v.reap || v.own)
                 return;
-        }
-        if (sig == SIGPIPE && si->ssi_pid == (uint32_t) getpid())
-                return;
-        if (sig == SIGTERM || sig == SIGINT)
+        if (v.shutdown)
                 a->stopping = true;
-        /* Terminal signals already reached the handlers in our group. */
-        if (si->ssi_code != SI_KERNEL || a->config->group)
-                signal_connections(a, sig);
+        if (v.forward)
+                signal_connections(a, (int) si->ssi_signo);
+        if (v.stop_self)
+                raise(SIGSTOP);
 }
 
 int accept_loop(const struct config *config, const struct bound_socket *sockets, size_t n_sockets,

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "notify.h"
 #include "publish.h"
+#include "signals.h"
 #include "socket.h"
 #include "spawn.h"
 #include "supervise.h"
@@ -298,22 +299,15 @@ static void begin_shutdown(struct supervisor *s, uint64_t kill_after_usec) {
                 log_error("cannot arm the kill timer: %m");
 }
 
-static bool is_stop_signal(int sig) {
-        return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
-}
-
 static void handle_signal(struct supervisor *s, const struct signalfd_siginfo *si) {
+        struct signal_verdict v = signal_classify(si, s->job->config->group);
         int sig = (int) si->ssi_signo;
 
-        if (sig == SIGCHLD) {
+        if (v.reap)
                 reap(s);
+        if (v.reap || v.own)
                 return;
-        }
-        /* Our own SIGPIPE, from writing to a reader that went away, is
-         * about prebind's output, not COMMAND's. */
-        if (sig == SIGPIPE && si->ssi_pid == (uint32_t) getpid())
-                return;
-        if (sig == SIGTERM || sig == SIGINT || (sig == SIGHUP && si->ssi_code == SI_KERNEL))
+        if (v.shutdown)
                 begin_shutdown(s, s->job->config->kill_after_usec);
         else if (sig == SIGHUP && s->job->config->restart_set) {
                 /* Restart on demand (a file watcher): stop COMMAND as for a
@@ -325,18 +319,11 @@ static void handle_signal(struct supervisor *s, const struct signalfd_siginfo *s
                         (void) timer_start(&s->kill_timer_fd, s->job->config->kill_after_usec);
                 return;
         }
-
-        /* The kernel sends terminal signals (Ctrl-C, Ctrl-\, Ctrl-Z, hangup,
-         * SIGWINCH) to the whole foreground process group. Unless --group
-         * moved it out, COMMAND is in that group and has its own copy:
-         * forwarding would deliver it twice. */
-        if (si->ssi_code != SI_KERNEL || s->job->config->group) {
+        if (v.forward) {
                 log_debug("forwarding signal %d (SIG%s)", sig, sigabbrev_np(sig) ?: "?");
                 signal_command(s, sig);
         }
-        /* Ctrl-Z: stop along with COMMAND, so that the shell sees the whole
-         * job stopped; "fg" continues both (SIGCONT is forwarded too). */
-        if (si->ssi_code == SI_KERNEL && is_stop_signal(sig))
+        if (v.stop_self)
                 raise(SIGSTOP);
 }
 

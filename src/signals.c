@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+#include <signal.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "signals.h"
+
+struct signal_verdict signal_classify(const struct signalfd_siginfo *si, bool command_has_own_group) {
+        int sig = (int) si->ssi_signo;
+        bool from_terminal = si->ssi_code == SI_KERNEL;
+        struct signal_verdict v = {};
+
+        if (sig == SIGCHLD) {
+                v.reap = true;
+                return v;
+        }
+        /* Writing to a reader that went away: the kernel's SIGPIPE carries
+         * our own pid. */
+        if (sig == SIGPIPE && si->ssi_pid == (uint32_t) getpid()) {
+                v.own = true;
+                return v;
+        }
+        v.shutdown = sig == SIGTERM || sig == SIGINT || (sig == SIGHUP && from_terminal);
+        /* The kernel sends terminal signals (Ctrl-C, Ctrl-\, Ctrl-Z, hangup,
+         * SIGWINCH) to the whole foreground process group. Unless --group
+         * moved it out, COMMAND is in that group and has its own copy:
+         * forwarding would deliver it twice. */
+        v.forward = !from_terminal || command_has_own_group;
+        /* Ctrl-Z: stop along with COMMAND, so that the shell sees the whole
+         * job stopped; "fg" continues both (SIGCONT is forwarded too). */
+        v.stop_self = from_terminal && (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU);
+        return v;
+}

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/signalfd.h>
+
+/* What a signal read from prebind's signalfd means: the one rule for the
+ * supervisor and for --accept. */
+struct signal_verdict {
+        bool reap;              /* SIGCHLD: reap, never forward */
+        bool own;               /* prebind's own SIGPIPE: about its output, drop it */
+        bool shutdown;          /* SIGTERM, SIGINT, or a hangup from the terminal */
+        bool forward;           /* pass it on to COMMAND */
+        bool stop_self;         /* a terminal stop (Ctrl-Z): stop prebind too */
+};
+
+/* command_has_own_group: COMMAND runs in a process group of its own
+ * (--group), so signals the kernel sends to prebind's group missed it. */
+struct signal_verdict signal_classify(const struct signalfd_siginfo *si, bool command_has_own_group);
