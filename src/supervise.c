@@ -358,6 +358,18 @@ static void tell_manager_ready(const struct job *job) {
         notify_manager(status);
 }
 
+/* Publish the addresses, then tell prebind's own manager: the one way
+ * out for every mode. child_pid is COMMAND's (prebind's with --exec, 0
+ * with --accept). Errors are logged by publish_addresses(). */
+static int publish_job(struct job *job, pid_t child_pid) {
+        int r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), child_pid, &job->publication);
+
+        if (r < 0)
+                return r;
+        tell_manager_ready(job);
+        return 0;
+}
+
 /* Publish the addresses, the first time; after a restart, the sockets
  * and what was published are the same: only the manager hears again. */
 static int publish(struct supervisor *s) {
@@ -367,12 +379,10 @@ static int publish(struct supervisor *s) {
                 notify_manager("READY=1");
                 return 0;
         }
-        r = publish_addresses(s->job->config, s->job->sockets, s->job->n_sockets, getpid(), s->child,
-                              &s->job->publication);
+        r = publish_job(s->job, s->child);
         if (r < 0)
                 return r;
         s->published = true;
-        tell_manager_ready(s->job);
         return 0;
 }
 
@@ -667,9 +677,8 @@ static int run_supervised(struct job *job) {
                 return log_error_errno(errno, "cannot become a subreaper: %m"), EXIT_PREBIND_FAILED;
         if (c->accept) {
                 /* The sockets listen: publish, then accept until stopped. */
-                if (publish_addresses(c, job->sockets, job->n_sockets, getpid(), 0, &job->publication) < 0)
+                if (publish_job(job, 0) < 0)
                         return EXIT_PREBIND_FAILED;
-                tell_manager_ready(job);
                 status = accept_loop(c, job->sockets, job->n_sockets, job->command, job->setenv, job->n_setenv,
                                      job->signal_fd);
                 notify_manager("STOPPING=1");
@@ -716,12 +725,10 @@ static int run_in_place(struct job *job) {
          * kill prebind; COMMAND gets SIGPIPE back by the reset in
          * spawn_exec_in_place(). */
         signal(SIGPIPE, SIG_IGN);
-        r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), getpid(), &job->publication);
-        if (r < 0)
-                return EXIT_PREBIND_FAILED;
         /* The sockets listen: as far as a manager is concerned, the service
          * is ready (connections queue until COMMAND accepts). */
-        tell_manager_ready(job);
+        if (publish_job(job, getpid()) < 0)
+                return EXIT_PREBIND_FAILED;
         /* Laying out the fds can fail (out of fds): that is prebind's
          * failure (125), not COMMAND's (126/127). */
         r = spawn_prepare_in_place(&plan);
@@ -765,8 +772,9 @@ int prebind_run(const struct config *config) {
         if (setup_parent_death(config) < 0 || bind_all(&job) < 0 || check_sockets(&job) < 0 ||
             expand_templates(&job) < 0 || setup_readiness(&job) < 0)
                 goto out;
-        /* With --inetd the socket is on stdin: nothing at fd 3, no LISTEN_*. */
-        if (child_env_build(environ, job.setenv, job.n_setenv, job.sockets, config->inetd ? 0 : job.n_sockets,
+        /* With --inetd the socket is on stdin: nothing at fd 3, no LISTEN_*.
+         * --accept prepares its own, per-connection environment. */
+        if (!config->accept && child_env_build(environ, job.setenv, job.n_setenv, job.sockets, config->inetd ? 0 : job.n_sockets,
                             &job.env) < 0) {
                 log_error("out of memory");
                 goto out;
