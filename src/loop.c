@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loop.h"
+
+struct source {
+        loop_handler handler;   /* NULL: no source on this fd */
+        void *userdata;
+};
+
+/* Sources are indexed by fd: epoll reports the fd, and a source removed
+ * while its event waits in the same batch is then simply not found.
+ * Handlers must bear a spurious call (every fd here is non-blocking): a
+ * removed fd may be reused by a new source within one batch. */
+struct loop {
+        int epoll_fd;
+        struct source *sources;
+        size_t n_sources;
+};
+
+#define USEC_PER_SEC_LOOP 1000000ULL
+
+int loop_new(struct loop **ret) {
+        struct loop *l = calloc(1, sizeof *l);
+
+        if (!l)
+                return -ENOMEM;
+        l->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (l->epoll_fd < 0) {
+                int r = -errno;
+                free(l);
+                return r;
+        }
+        *ret = l;
+        return 0;
+}
+
+void loop_free(struct loop *l) {
+        if (!l)
+                return;
+        close(l->epoll_fd);
+        free(l->sources);
+        free(l);
+}
+
+int loop_add(struct loop *l, int fd, uint32_t events, loop_handler handler, void *userdata) {
+        struct epoll_event ev = { .events = events, .data.fd = fd };
+
+        if (fd < 0 || !handler)
+                return -EINVAL;
+        if ((size_t) fd >= l->n_sources) {
+                size_t n = (size_t) fd + 16;
+                struct source *s = realloc(l->sources, n * sizeof *s);
+
+                if (!s)
+                        return -ENOMEM;
+                memset(s + l->n_sources, 0, (n - l->n_sources) * sizeof *s);
+                l->sources = s;
+                l->n_sources = n;
+        }
+        if (l->sources[fd].handler)
+                return -EEXIST;
+        if (epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
+                return -errno;
+        l->sources[fd] = (struct source) { handler, userdata };
+        return 0;
+}
+
+int loop_modify(struct loop *l, int fd, uint32_t events) {
+        struct epoll_event ev = { .events = events, .data.fd = fd };
+
+        if (fd < 0 || (size_t) fd >= l->n_sources || !l->sources[fd].handler)
+                return -ENOENT;
+        return epoll_ctl(l->epoll_fd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
+}
+
+void loop_remove(struct loop *l, int fd) {
+        if (fd < 0 || (size_t) fd >= l->n_sources || !l->sources[fd].handler)
+                return;
+        (void) epoll_ctl(l->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+        l->sources[fd] = (struct source) { NULL, NULL };
+}
+
+int loop_dispatch_once(struct loop *l, int timeout_ms) {
+        struct epoll_event events[32];
+        int n, dispatched = 0;
+
+        n = epoll_wait(l->epoll_fd, events, 32, timeout_ms);
+        if (n < 0)
+                return errno == EINTR ? 0 : -errno;
+        for (int i = 0; i < n; i++) {
+                int fd = events[i].data.fd;
+                struct source s;
+                int r;
+
+                if ((size_t) fd >= l->n_sources || !l->sources[fd].handler)
+                        continue;
+                s = l->sources[fd];
+                r = s.handler(l, fd, events[i].events, s.userdata);
+                if (r < 0)
+                        return r;
+                dispatched++;
+        }
+        return dispatched;
+}
+
+int timer_start(int *fd, uint64_t usec) {
+        struct itimerspec when = { .it_value = {
+                .tv_sec = (time_t) (usec / USEC_PER_SEC_LOOP),
+                .tv_nsec = (long) (usec % USEC_PER_SEC_LOOP) * 1000,
+        } };
+
+        /* A zero it_value would disarm the timer: fire at once instead. */
+        if (usec == 0)
+                when.it_value.tv_nsec = 1;
+        if (*fd < 0)
+                *fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (*fd < 0 || timerfd_settime(*fd, 0, &when, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+void timer_stop(int *fd) {
+        if (*fd >= 0)
+                close(*fd);
+        *fd = -1;
+}
+
+void timer_drain(int fd) {
+        uint64_t ticks;
+
+        (void) !read(fd, &ticks, sizeof ticks);
+}

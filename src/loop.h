@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The supervisor's event loop: a table of event sources, each an fd that
+ * epoll watches and a handler called when it is ready. A new kind of event
+ * (a bind broker, a readiness probe, an output relay, a forwarded
+ * connection) is one more source: loop_add() it, nothing else changes.
+ *
+ * Handlers return 0, or -errno to end loop_run() with that error. A
+ * handler may add and remove sources, its own included. */
+struct loop;
+
+typedef int (*loop_handler)(struct loop *l, int fd, uint32_t revents, void *userdata);
+
+int loop_new(struct loop **ret);
+void loop_free(struct loop *l);
+
+/* Watch fd for events (EPOLLIN, EPOLLOUT, …). One source per fd. Returns
+ * 0 or -errno. */
+int loop_add(struct loop *l, int fd, uint32_t events, loop_handler handler, void *userdata);
+/* Change the events watched on fd. */
+int loop_modify(struct loop *l, int fd, uint32_t events);
+/* Stop watching fd (before closing it). Unknown fds are ignored. */
+void loop_remove(struct loop *l, int fd);
+
+/* Dispatch the events of one wait (timeout_ms: -1 waits for ever).
+ * Returns the number of sources dispatched, or -errno (a handler's, or
+ * epoll's). EINTR is not an error: 0 sources. */
+int loop_dispatch_once(struct loop *l, int timeout_ms);
+
+/* A one-shot CLOCK_MONOTONIC timer fd (TFD_CLOEXEC|TFD_NONBLOCK): *fd is
+ * created if < 0, and (re)armed to fire after usec. timer_stop() closes
+ * it and sets *fd to -1. Both are for the loop's owners. */
+int timer_start(int *fd, uint64_t usec);
+void timer_stop(int *fd);
+/* Read a fired timer's expiry count so that it stops being readable. */
+void timer_drain(int fd);
