@@ -53,6 +53,30 @@ if os.environ.get("PREBIND_WRAPPER"):
     PREBIND = _wrap(PREBIND_REAL, os.environ["PREBIND_WRAPPER"])
 
 
+_public_prebind = None
+
+
+def public_prebind():
+    """A copy of the binary that any user can run: the checkout (and the
+    build) may sit where other users cannot reach, such as root's home
+    (0700), and some tests run prebind as nobody. Not wrapped: the
+    PREBIND_WRAPPER and its logs may be out of nobody's reach too."""
+    global _public_prebind
+    if _public_prebind is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        directory = tempfile.mkdtemp(prefix="prebind-public-")
+        os.chmod(directory, 0o755)
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        copy = os.path.join(directory, "prebind")
+        shutil.copy(PREBIND_REAL, copy)
+        os.chmod(copy, 0o755)
+        _public_prebind = copy
+    return _public_prebind
+
+
 class Prebind:
     """A running prebind with its stdout as a pipe."""
 
