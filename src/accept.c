@@ -1,27 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "accept.h"
 #include "format.h"
 #include "log.h"
+#include "loop.h"
+#include "macro.h"
+#include "notify.h"
+#include "process.h"
 #include "signals.h"
 #include "spawn.h"
 
 struct acceptor {
         const struct config *config;
-        const struct bound_socket *sockets;
-        size_t n_sockets;
-        char **command;
+        struct job *job;
+        struct loop *loop;
         char **setenv;          /* the -E entries, then REMOTE_ADDR and REMOTE_PORT */
         char remote_addr[ADDRESS_STRING_MAX + 16];
         char remote_port[32];
@@ -29,7 +30,9 @@ struct acceptor {
         char *path;             /* COMMAND, resolved once */
         pid_t *children;        /* running COMMANDs, max_connections slots; 0 = free */
         unsigned running;
+        bool accepting;         /* the listening sockets are on the loop */
         bool stopping;
+        int error;              /* accepting cannot go on: -errno */
 };
 
 extern char **environ;
@@ -38,21 +41,19 @@ static void reap_connections(struct acceptor *a) {
         pid_t pid;
         int status;
 
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        while (reap_one(&pid, &status) > 0)
                 for (unsigned i = 0; i < a->config->max_connections; i++)
                         if (a->children[i] == pid) {
                                 a->children[i] = 0;
                                 a->running--;
-                                log_debug("connection handler %d ended, status %d", (int) pid,
-                                          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                                log_debug("connection handler %d ended, status %d", (int) pid, status);
                                 break;
                         }
 }
 
 static void signal_connections(struct acceptor *a, int sig) {
         for (unsigned i = 0; i < a->config->max_connections; i++)
-                if (a->children[i] > 0)
-                        (void) kill(a->config->group ? -a->children[i] : a->children[i], sig);
+                (void) signal_process(a->children[i], a->config->group, sig);
 }
 
 /* The peer, as systemd sets it for Accept=yes services (a unix peer has
@@ -99,7 +100,7 @@ static int start_connection(struct acceptor *a, int listen_fd) {
         socklen_t peer_len = sizeof peer;
         struct bound_socket conn = { .name = "connection", .type = SOCK_STREAM };
         struct spawn_plan plan = {
-                .command = a->command,
+                .command = a->job->command,
                 .env = &a->env,
                 .sockets = &conn,
                 .n_sockets = 1,
@@ -115,7 +116,7 @@ static int start_connection(struct acceptor *a, int listen_fd) {
         pid = spawn_connection(&plan, a->path);
         close(conn.fd);
         if (pid < 0) {
-                log_error_errno((int) pid, "cannot start '%s': %m", a->command[0]);
+                log_error_errno((int) pid, "cannot start '%s': %m", a->job->command[0]);
                 return 0;
         }
         for (unsigned i = 0; i < a->config->max_connections; i++)
@@ -127,8 +128,8 @@ static int start_connection(struct acceptor *a, int listen_fd) {
         return 0;
 }
 
-static void handle_signal(struct acceptor *a, const struct signalfd_siginfo *si) {
-        struct signal_verdict v = signal_classify(si, a->config->group);
+static void on_signal(const struct signalfd_siginfo *si, struct signal_verdict v, void *userdata) {
+        struct acceptor *a = userdata;
 
         if (v.reap)
                 reap_connections(a);
@@ -142,92 +143,121 @@ static void handle_signal(struct acceptor *a, const struct signalfd_siginfo *si)
                 raise(SIGSTOP);
 }
 
-int accept_loop(const struct config *config, const struct bound_socket *sockets, size_t n_sockets,
-                char **command, char *const *setenv, size_t n_setenv, int signal_fd) {
-        struct acceptor a = {
-                .config = config,
-                .sockets = sockets,
-                .n_sockets = n_sockets,
-                .command = command,
-        };
-        struct bound_socket conn_name = { .fd = -1 };
-        struct pollfd *fds;
-        int status = 0, r;
+static int on_signalfd(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct acceptor *a = userdata;
 
-        a.children = calloc(config->max_connections, sizeof(pid_t));
-        a.setenv = calloc(n_setenv + 3, sizeof(char *));
-        fds = calloc(n_sockets + 1, sizeof *fds);
-        if (!a.children || !a.setenv || !fds) {
-                log_error("out of memory");
-                status = EXIT_PREBIND_FAILED;
-                goto out;
+        signals_drain(fd, a->config->group, on_signal, a);
+        return 0;
+}
+
+static int on_listening(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct acceptor *a = userdata;
+        int r;
+
+        if (a->stopping || a->running >= a->config->max_connections)
+                return 0;
+        r = start_connection(a, fd);
+        if (r < 0) {
+                /* Stop as for SIGTERM, and say so once. */
+                a->error = log_error_errno(r, "cannot accept a connection: %m; stopping");
+                a->stopping = true;
+                signal_connections(a, SIGTERM);
         }
+        return 0;
+}
+
+/* At the limit, or stopping, the listening sockets leave the loop: new
+ * connections wait in the backlog. */
+static int set_accepting(struct acceptor *a, bool accepting) {
+        const struct job *job = a->job;
+        int r;
+
+        if (accepting == a->accepting)
+                return 0;
+        for (size_t i = 0; i < job->n_sockets; i++) {
+                if (!accepting) {
+                        loop_remove(a->loop, job->sockets[i].fd);
+                        continue;
+                }
+                r = loop_add(a->loop, job->sockets[i].fd, EPOLLIN, on_listening, a);
+                if (r < 0)
+                        return r;
+        }
+        a->accepting = accepting;
+        return 0;
+}
+
+/* One environment for every connection: the peer and LISTEN_PID are
+ * written into their slots just before each start. */
+static int prepare(struct acceptor *a) {
+        extern char **environ;
+        const struct job *job = a->job;
+        struct bound_socket conn_name = { .fd = -1, .name = "connection" };
+
+        a->children = calloc(a->config->max_connections, sizeof(pid_t));
+        a->setenv = calloc(job->n_setenv + 3, sizeof(char *));
+        if (!a->children || !a->setenv)
+                return -ENOMEM;
         /* Only prebind accepts on these: non-blocking, so that a client
-         * gone between poll() and accept() cannot block the loop. */
-        for (size_t i = 0; i < n_sockets; i++)
-                (void) fcntl(sockets[i].fd, F_SETFL, fcntl(sockets[i].fd, F_GETFL) | O_NONBLOCK);
-        if (n_setenv)
-                memcpy(a.setenv, setenv, n_setenv * sizeof(char *));
+         * gone between the wake-up and accept() cannot block the loop. */
+        for (size_t i = 0; i < job->n_sockets; i++)
+                (void) fcntl(job->sockets[i].fd, F_SETFL, fcntl(job->sockets[i].fd, F_GETFL) | O_NONBLOCK);
+        if (job->n_setenv)
+                memcpy(a->setenv, job->setenv, job->n_setenv * sizeof(char *));
         /* The slots must hold "NAME=" already: child_env_build() keeps
          * pointers to them, and takes an entry without '=' as a name to
          * look up. */
-        snprintf(a.remote_addr, sizeof a.remote_addr, "REMOTE_ADDR=");
-        snprintf(a.remote_port, sizeof a.remote_port, "REMOTE_PORT=");
-        a.setenv[n_setenv] = a.remote_addr;
-        a.setenv[n_setenv + 1] = a.remote_port;
-        /* One environment for every connection: the peer and LISTEN_PID
-         * are written into their slots just before each start. */
-        conn_name.name = "connection";
-        if (child_env_build(environ, a.setenv, n_setenv + 2, &conn_name, config->inetd ? 0 : 1, &a.env) < 0) {
-                log_error("out of memory");
-                status = EXIT_PREBIND_FAILED;
-                goto out;
-        }
-        r = command_resolve(command[0], a.env.envp, &a.path);
+        snprintf(a->remote_addr, sizeof a->remote_addr, "REMOTE_ADDR=");
+        snprintf(a->remote_port, sizeof a->remote_port, "REMOTE_PORT=");
+        a->setenv[job->n_setenv] = a->remote_addr;
+        a->setenv[job->n_setenv + 1] = a->remote_port;
+        return child_env_build(environ, a->setenv, job->n_setenv + 2, &conn_name, a->config->inetd ? 0 : 1,
+                               &a->env);
+}
+
+static void acceptor_done(struct acceptor *a) {
+        child_env_done(&a->env);
+        free(a->path);
+        free(a->children);
+        free(a->setenv);
+        loop_free(a->loop);
+}
+
+int accept_run(struct job *job, struct outcome *ret) {
+        _cleanup_(acceptor_done) struct acceptor a = { .config = job->config, .job = job };
+        int r;
+
+        if (prepare(&a) < 0)
+                return log_oom();
+        /* The sockets listen: publish, then accept until stopped. */
+        r = job_publish(job, 0);
+        if (r < 0)
+                return r;
+        r = command_resolve(job->command[0], a.env.envp, &a.path);
+        if (r == -ENOMEM)
+                return log_oom();
         if (r < 0) {
-                log_error_errno(r, "cannot run '%s': %m", command[0]);
-                status = r == -ENOMEM ? EXIT_PREBIND_FAILED : exec_error_to_status(-r);
-                goto out;
+                log_error_errno(r, "cannot run '%s': %m", job->command[0]);
+                *ret = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
+                return 0;
         }
+        r = loop_new(&a.loop);
+        if (r < 0 || (r = loop_add(a.loop, job->signal_fd, EPOLLIN, on_signalfd, &a)) < 0)
+                return log_error_errno(r, "cannot watch the event sources: %m");
 
-        fds[0] = (struct pollfd) { .fd = signal_fd, .events = POLLIN };
         while (!a.stopping || a.running > 0) {
-                /* At the limit, or stopping, the listening sockets are not
-                 * polled: new connections wait in the backlog. */
-                bool accepting = !a.stopping && a.running < config->max_connections;
-
-                for (size_t i = 0; i < n_sockets; i++)
-                        fds[i + 1] = (struct pollfd) { .fd = accepting ? sockets[i].fd : -1, .events = POLLIN };
-                if (poll(fds, n_sockets + 1, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        status = EXIT_PREBIND_FAILED;
-                        log_error("poll: %m");
-                        break;
-                }
-                if (fds[0].revents) {
-                        struct signalfd_siginfo si;
-                        while (read(signal_fd, &si, sizeof si) == sizeof si)
-                                handle_signal(&a, &si);
-                }
-                for (size_t i = 0; i < n_sockets && !a.stopping; i++) {
-                        if (!fds[i + 1].revents || a.running >= config->max_connections)
-                                continue;
-                        r = start_connection(&a, sockets[i].fd);
-                        if (r < 0) {
-                                /* Stop as for SIGTERM, and say so once. */
-                                log_error_errno(r, "cannot accept a connection: %m; stopping");
-                                status = EXIT_PREBIND_FAILED;
-                                a.stopping = true;
-                                signal_connections(&a, SIGTERM);
-                        }
+                r = set_accepting(&a, !a.stopping && a.running < a.config->max_connections);
+                if (r >= 0)
+                        r = loop_dispatch_once(a.loop, -1);
+                if (r < 0) {
+                        a.error = log_error_errno(r, "cannot wait for connections: %m");
+                        a.stopping = true;
+                        signal_connections(&a, SIGTERM);
                 }
         }
-out:
-        child_env_done(&a.env);
-        free(a.path);
-        free(a.children);
-        free(a.setenv);
-        free(fds);
-        return status;
+        notify_manager("STOPPING=1");
+        if (a.error < 0)
+                return a.error;
+        *ret = (struct outcome) { OUTCOME_EXITED, 0 };
+        return 0;
 }

@@ -7,27 +7,10 @@
 #include <sys/socket.h>
 
 #include "config.h"
+#include "env.h"
 #include "log.h"
+#include "macro.h"
 #include "version.h"
-
-static const char *const format_names[_FORMAT_MAX] = {
-        [FORMAT_PORT] = "port",
-        [FORMAT_ADDR] = "addr",
-        [FORMAT_URL] = "url",
-        [FORMAT_JSON] = "json",
-        [FORMAT_ENV] = "env",
-};
-
-enum output_format output_format_from_string(const char *s) {
-        for (int f = 0; f < _FORMAT_MAX; f++)
-                if (s && strcmp(s, format_names[f]) == 0)
-                        return (enum output_format) f;
-        return _FORMAT_INVALID;
-}
-
-const char *output_format_to_string(enum output_format f) {
-        return f >= 0 && f < _FORMAT_MAX ? format_names[f] : NULL;
-}
 
 static void help(void) {
         printf("Usage: %s [OPTION]... [--] COMMAND [ARG]...\n"
@@ -80,8 +63,9 @@ static void help(void) {
                "  -h, --help                   show this help and exit\n"
                "      --version                show the version and exit\n"
                "\n"
-               "Exit status: COMMAND's; 128+N if it was killed by signal N; 125 if prebind\n"
-               "failed; 126 if COMMAND could not be run; 127 if it was not found.\n"
+               "Exit status: COMMAND's; 128+N if it was killed by signal N; 124 if it was not\n"
+               "ready in time; 125 if prebind failed; 126 if COMMAND could not be run; 127\n"
+               "if it was not found.\n"
                "See prebind(1).\n",
                program_invocation_short_name, SOMAXCONN);
 }
@@ -144,17 +128,6 @@ static const struct option options[] = {
         { NULL, 0, NULL, 0 }
 };
 
-/* The variables prebind itself owns in COMMAND's environment. */
-static bool is_protocol_variable(const char *name, size_t len) {
-        static const char *const owned[] = {
-                "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "LISTEN_PIDFDID",
-        };
-        for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
-                if (strlen(owned[i]) == len && strncmp(name, owned[i], len) == 0)
-                        return true;
-        return false;
-}
-
 /* One line that says what was wrong and where to look. */
 static int usage_error(const char *option, const char *arg, const char *detail) {
         char quoted[LOG_QUOTE_SIZE];
@@ -191,7 +164,7 @@ static int add_listen(struct config *c, const char *arg) {
         grown = realloc(c->listens, (c->n_listens + 1) * sizeof *grown);
         if (!grown) {
                 listen_spec_done(&spec);
-                return log_error_errno(ENOMEM, "out of memory");
+                return log_oom();
         }
         c->listens = grown;
         c->listens[c->n_listens++] = spec;
@@ -205,11 +178,11 @@ static int add_setenv(struct config *c, char *arg) {
 
         if (len == 0)
                 return usage_error("--setenv", arg, "missing variable name");
-        if (is_protocol_variable(arg, len))
+        if (protocol_variable_of(arg, len) == PROTOCOL_LISTEN)
                 return usage_error("--setenv", arg, "this variable is set by prebind");
         grown = realloc(c->setenv, (c->n_setenv + 1) * sizeof *grown);
         if (!grown)
-                return log_error_errno(ENOMEM, "out of memory");
+                return log_oom();
         c->setenv = grown;
         c->setenv[c->n_setenv++] = arg;
         return 0;
@@ -251,13 +224,13 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
         case ARG_BACKLOG:
                 if (parse_uint(arg, 1, INT32_MAX, &n) < 0)
                         return usage_error("--backlog", arg, "expected a number from 1");
-                c->backlog = (int) n;
+                c->socket_options.backlog = (int) n;
                 return 0;
         case ARG_REUSEPORT:
-                c->reuseport = true;
+                c->socket_options.reuseport = true;
                 return 0;
         case ARG_V6ONLY:
-                c->v6only = true;
+                c->socket_options.v6only = true;
                 return 0;
         case ARG_SOCKET_MODE: {
                 char *end;
@@ -266,7 +239,7 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 n = strtoul(arg, &end, 8);
                 if (!*arg || arg[strspn(arg, "01234567")] != '\0' || *end || errno || n > 0777)
                         return usage_error("--socket-mode", arg, "expected an octal mode such as 0660");
-                c->socket_mode = (mode_t) n;
+                c->socket_options.socket_mode = (mode_t) n;
                 return 0;
         }
         case ARG_PRINT:
@@ -389,9 +362,8 @@ static int check_conflicts(const struct config *c) {
 }
 
 int config_parse_argv(int argc, char *argv[], struct config *ret) {
-        struct config c = {
-                .backlog = SOMAXCONN,
-                .socket_mode = 0666,
+        _cleanup_(config_done) struct config c = {
+                .socket_options = { .backlog = SOMAXCONN, .socket_mode = 0666 },
                 .format = FORMAT_PORT,
                 .port_fd = -1,
                 .ready_timeout_usec = 90 * USEC_PER_SEC,
@@ -425,50 +397,39 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
 
                 if (opt == 'h') {
                         help();
-                        config_done(&c);
                         return 0;
                 }
                 if (opt == ARG_VERSION) {
                         printf("prebind %s\n", PREBIND_VERSION);
-                        config_done(&c);
                         return 0;
                 }
                 r = parse_one(&c, opt, optarg, current, &print_format_set);
-                if (r < 0) {
-                        config_done(&c);
+                if (r < 0)
                         return r;
-                }
         }
 
-        if (optind >= argc) {
-                config_done(&c);
+        if (optind >= argc)
                 return usage_error(NULL, NULL, "missing COMMAND");
-        }
         c.command = argv + optind;
         /* Options that only mean something to a supervisor. */
         if (c.exec && (c.ready || c.group || c.kill_after_usec || c.die_with_parent || c.subreaper ||
-                       memchr(c.success_status, 1, sizeof c.success_status))) {
-                config_done(&c);
+                       memchr(c.success_status, 1, sizeof c.success_status)))
                 return usage_error(NULL, NULL, "--exec leaves no supervisor: it cannot be combined with --ready, "
                                    "--group, --kill-after, --die-with-parent, --subreaper or --success-status");
-        }
         if (!print_format_set)
                 c.print_format = c.format;
         r = check_conflicts(&c);
-        if (r < 0) {
-                config_done(&c);
+        if (r < 0)
                 return r;
-        }
 
         if (c.n_listens == 0) {
                 c.listen_default = true;
                 r = add_listen(&c, "127.0.0.1:0");
-                if (r < 0) {
-                        config_done(&c);
+                if (r < 0)
                         return r;
-                }
         }
         *ret = c;
+        c = (struct config) {};         /* *ret owns it all now */
         return 1;
 }
 

@@ -1,49 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "address.h"
+#include "format.h"
+#include "socket.h"
 
-/* prebind's own exit statuses, as env(1) and timeout(1). */
-#define EXIT_TIMEDOUT 124
-#define EXIT_PREBIND_FAILED 125
-#define EXIT_CANNOT_INVOKE 126
-#define EXIT_ENOENT 127
-
-enum output_format {
-        FORMAT_PORT,
-        FORMAT_ADDR,
-        FORMAT_URL,
-        FORMAT_JSON,
-        FORMAT_ENV,
-        _FORMAT_MAX,
-        _FORMAT_INVALID = -EINVAL,
-};
-
-enum output_format output_format_from_string(const char *s);
-const char *output_format_to_string(enum output_format f);
-
-/* Everything the command line asked for: parsed once, then read-only. */
 enum restart_mode {
         RESTART_NO,
         RESTART_ON_FAILURE,
         RESTART_ALWAYS,
 };
 
+/* Everything the command line asked for: parsed once, then read-only. */
 struct config {
         struct listen_spec *listens;
         size_t n_listens;
         bool listen_default;    /* no -l: 127.0.0.1:0, unless sockets were inherited */
 
-        int backlog;
-        bool reuseport;
-        bool v6only;
-        mode_t socket_mode;
+        struct socket_options socket_options;   /* --backlog, --reuseport, --v6only, --socket-mode */
 
         enum output_format format;
         bool print;

@@ -8,6 +8,25 @@
 
 #include "format.h"
 
+static const char *const format_names[_FORMAT_MAX] = {
+        [FORMAT_PORT] = "port",
+        [FORMAT_ADDR] = "addr",
+        [FORMAT_URL] = "url",
+        [FORMAT_JSON] = "json",
+        [FORMAT_ENV] = "env",
+};
+
+enum output_format output_format_from_string(const char *s) {
+        for (int f = 0; f < _FORMAT_MAX; f++)
+                if (s && strcmp(s, format_names[f]) == 0)
+                        return (enum output_format) f;
+        return _FORMAT_INVALID;
+}
+
+const char *output_format_to_string(enum output_format f) {
+        return f >= 0 && f < _FORMAT_MAX ? format_names[f] : NULL;
+}
+
 static const char *const field_names[_FIELD_MAX] = {
         [FIELD_PORT] = "port",
         [FIELD_HOST] = "host",

@@ -1,11 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <errno.h>
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "config.h"
 #include "socket.h"
+
+/* How the addresses are published (--format, --print=FORMAT). */
+enum output_format {
+        FORMAT_PORT,
+        FORMAT_ADDR,
+        FORMAT_URL,
+        FORMAT_JSON,
+        FORMAT_ENV,
+        _FORMAT_MAX,
+        _FORMAT_INVALID = -EINVAL,
+};
+
+enum output_format output_format_from_string(const char *s);
+const char *output_format_to_string(enum output_format f);
 
 /* What can be said of one socket: in the formats, in -E/--subst templates
  * ({port}, {web.url}) and in the env format's variable names. */

@@ -3,8 +3,8 @@
 
 #include <errno.h>
 
-/* Verbosity: LOG_QUIET silences informational lines (-q), LOG_DEBUG adds
- * the details (-v). Errors are always printed. */
+/* Verbosity: LOG_LEVEL_ERROR silences informational lines (-q),
+ * LOG_LEVEL_DEBUG adds the details (-v). Errors are always printed. */
 enum log_level {
         LOG_LEVEL_ERROR = 0,
         LOG_LEVEL_INFO = 1,
@@ -33,3 +33,5 @@ const char *log_shorten(const char *s, char *buf);
 #define log_error(...) log_full(LOG_LEVEL_ERROR, 0, __VA_ARGS__)
 #define log_info(...)  log_full(LOG_LEVEL_INFO, 0, __VA_ARGS__)
 #define log_debug(...) log_full(LOG_LEVEL_DEBUG, 0, __VA_ARGS__)
+/* The one way to say it: return log_oom(); */
+#define log_oom() log_error_errno(ENOMEM, "out of memory")

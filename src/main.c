@@ -3,7 +3,8 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "supervise.h"
+#include "exitcode.h"
+#include "job.h"
 
 /* A closed 0, 1 or 2 would be reused by the first socket, which COMMAND
  * would then take for stdin or stdout: fill the holes with /dev/null. */
@@ -22,8 +23,13 @@ static int ensure_std_fds(void) {
         return 0;
 }
 
+/* 1. parse the command line; 2. bind, expand, prepare (job_setup);
+ * 3. run COMMAND in the chosen mode; 4. clean up; 5. exit with COMMAND's
+ * status, or 124-127 (job_exit_status(): the one mapping). */
 int main(int argc, char *argv[]) {
         struct config config;
+        struct job job;
+        struct outcome outcome = { OUTCOME_EXITED, 0 };
         int r, status;
 
         if (ensure_std_fds() < 0)
@@ -31,7 +37,11 @@ int main(int argc, char *argv[]) {
         r = config_parse_argv(argc, argv, &config);
         if (r <= 0)
                 return r < 0 ? EXIT_PREBIND_FAILED : 0;
-        status = prebind_run(&config);
+        r = job_setup(&config, &job);
+        if (r >= 0)
+                r = job_run(&job, &outcome);
+        status = job_exit_status(&config, r, &outcome);
+        job_done(&job);
         config_done(&config);
         return status;
 }

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -30,4 +31,28 @@ struct signal_verdict signal_classify(const struct signalfd_siginfo *si, bool co
          * job stopped; "fg" continues both (SIGCONT is forwarded too). */
         v.stop_self = from_terminal && (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU);
         return v;
+}
+
+/* The faults (SIGSEGV…) may be blocked too: a real fault is forced
+ * through by the kernel and still kills prebind, while the same signal
+ * sent with kill() is forwarded like any other. */
+int signals_block_all(void) {
+        sigset_t mask;
+        int fd;
+
+        sigemptyset(&mask);
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP && sigaddset(&mask, sig) == 0)
+                        signal(sig, SIG_DFL);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return -errno;
+        fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        return fd < 0 ? -errno : fd;
+}
+
+void signals_drain(int signal_fd, bool command_has_own_group, signal_handler handler, void *userdata) {
+        struct signalfd_siginfo si;
+
+        while (read(signal_fd, &si, sizeof si) == sizeof si)
+                handler(&si, signal_classify(&si, command_has_own_group), userdata);
 }

@@ -17,3 +17,16 @@ struct signal_verdict {
 /* command_has_own_group: COMMAND runs in a process group of its own
  * (--group), so signals the kernel sends to prebind's group missed it. */
 struct signal_verdict signal_classify(const struct signalfd_siginfo *si, bool command_has_own_group);
+
+/* Block every signal but SIGKILL and SIGSTOP and read them from a new
+ * signalfd (close-on-exec, non-blocking), so that none is lost between
+ * fork() and the loop. Inherited SIG_IGN dispositions are reset first: an
+ * ignored signal is discarded even while blocked, and an ignored SIGCHLD
+ * would make the kernel reap COMMAND and lose its status. Returns the fd
+ * or -errno. */
+int signals_block_all(void);
+
+/* Read every pending signal from a signalfd and hand each, with its
+ * verdict, to handler. */
+typedef void (*signal_handler)(const struct signalfd_siginfo *si, struct signal_verdict verdict, void *userdata);
+void signals_drain(int signal_fd, bool command_has_own_group, signal_handler handler, void *userdata);

@@ -71,7 +71,7 @@ static int bind_unix_file(int fd, const struct listen_spec *spec, mode_t mode, s
         return 0;
 }
 
-int socket_bind(const struct listen_spec *spec, const struct config *config, struct bound_socket *ret) {
+int socket_bind(const struct listen_spec *spec, const struct socket_options *options, struct bound_socket *ret) {
         struct bound_socket s = {
                 .fd = -1,
                 .name = spec->name ? spec->name : "unknown",
@@ -89,21 +89,21 @@ int socket_bind(const struct listen_spec *spec, const struct config *config, str
                  * is not locked out of its port by TIME_WAIT connections. */
                 if (spec->type == SOCK_STREAM && (r = set_int_option(s.fd, SOL_SOCKET, SO_REUSEADDR, 1)) < 0)
                         goto fail;
-                if (config->reuseport && (r = set_int_option(s.fd, SOL_SOCKET, SO_REUSEPORT, 1)) < 0)
+                if (options->reuseport && (r = set_int_option(s.fd, SOL_SOCKET, SO_REUSEPORT, 1)) < 0)
                         goto fail;
-                if (family == AF_INET6 && config->v6only &&
+                if (family == AF_INET6 && options->v6only &&
                     (r = set_int_option(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 1)) < 0)
                         goto fail;
         }
 
         if (family == AF_UNIX && !sockaddr_is_abstract(&spec->addr, spec->addr_len))
-                r = bind_unix_file(s.fd, spec, config->socket_mode, &s);
+                r = bind_unix_file(s.fd, spec, options->socket_mode, &s);
         else
                 r = bind(s.fd, &spec->addr.sa, spec->addr_len) < 0 ? -errno : 0;
         if (r < 0)
                 goto fail;
 
-        if (spec->type == SOCK_STREAM && listen(s.fd, config->backlog) < 0) {
+        if (spec->type == SOCK_STREAM && listen(s.fd, options->backlog) < 0) {
                 r = -errno;
                 goto fail;
         }

@@ -5,7 +5,14 @@
 #include <sys/types.h>
 
 #include "address.h"
-#include "config.h"
+
+/* How prebind's own sockets are set up (systemd.socket(5) options). */
+struct socket_options {
+        int backlog;            /* Backlog= */
+        bool reuseport;         /* ReusePort= */
+        bool v6only;            /* BindIPv6Only=ipv6-only */
+        mode_t socket_mode;     /* SocketMode= of unix socket files */
+};
 
 /* A socket prebind listens on, with the address the kernel gave it. */
 struct bound_socket {
@@ -25,7 +32,7 @@ struct bound_socket {
 /* Create, configure, bind and listen on one socket. Does not log: returns
  * a negative errno, and -EEXIST for a unix path that exists and is not a
  * stale socket, -EADDRINUSE for a live one. */
-int socket_bind(const struct listen_spec *spec, const struct config *config, struct bound_socket *ret);
+int socket_bind(const struct listen_spec *spec, const struct socket_options *options, struct bound_socket *ret);
 
 /* Take the sockets prebind itself was passed (its own LISTEN_PID), with
  * their names, as sd_listen_fds_with_names(3) reads them. Returns the

@@ -8,140 +8,15 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <linux/close_range.h>
 #include <sys/syscall.h>
 
-#include "config.h"
+#include "exitcode.h"
 #include "parse.h"
 #include "spawn.h"
 
 extern char **environ;
-
-/* Variables of an outer activation or manager: never passed on unchanged,
- * or a consumer would take sockets or a notify socket meant for prebind
- * (sd_listen_fds(3): a stale LISTEN_PIDFDID silently disables activation). */
-static bool is_inherited_protocol_variable(const char *entry) {
-        static const char *const names[] = {
-                "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "LISTEN_PIDFDID", "NOTIFY_SOCKET",
-        };
-
-        /* Most of the environment is neither: one comparison each. */
-        if (entry[0] != 'L' && entry[0] != 'N')
-                return false;
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-                size_t len = strlen(names[i]);
-                if (strncmp(entry, names[i], len) == 0 && (entry[len] == '=' || entry[len] == '\0'))
-                        return true;
-        }
-        return false;
-}
-
-static size_t name_length(const char *entry) {
-        const char *eq = strchr(entry, '=');
-        return eq ? (size_t) (eq - entry) : strlen(entry);
-}
-
-static bool same_name(const char *a, const char *b) {
-        size_t len = name_length(a);
-        return len == name_length(b) && strncmp(a, b, len) == 0;
-}
-
-static bool overridden(const char *entry, char *const *setenv, size_t n_setenv) {
-        for (size_t i = 0; i < n_setenv; i++)
-                if (same_name(entry, setenv[i]))
-                        return true;
-        return false;
-}
-
-static const char *lookup(char *const *environ_in, const char *name) {
-        for (char *const *e = environ_in; e && *e; e++)
-                if (same_name(*e, name) && strchr(*e, '='))
-                        return *e;
-        return NULL;
-}
-
-static char *owned_string(struct child_env *env, char *s) {
-        if (s)
-                env->owned[env->n_owned++] = s;
-        return s;
-}
-
-int child_env_build(char *const *environ_in, char *const *setenv, size_t n_setenv,
-                    const struct bound_socket *sockets, size_t n, struct child_env *ret) {
-        struct child_env env = { NULL, 0, NULL, 0, NULL };
-        size_t n_environ = 0, names_len = 0;
-        char *names, *p;
-
-        for (char *const *e = environ_in; e && *e; e++)
-                n_environ++;
-        /* inherited + -E + LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID + NULL */
-        env.envp = calloc(n_environ + n_setenv + 4, sizeof(char *));
-        env.owned = calloc(3, sizeof(char *));
-        if (!env.envp || !env.owned)
-                goto oom;
-
-        for (char *const *e = environ_in; e && *e; e++)
-                if (!is_inherited_protocol_variable(*e) && !overridden(*e, setenv, n_setenv))
-                        env.envp[env.n++] = *e;
-
-        for (size_t i = 0; i < n_setenv; i++) {
-                const char *entry = strchr(setenv[i], '=') ? setenv[i] : lookup(environ_in, setenv[i]);
-                bool later_again = false;
-
-                /* The last -E of a name wins, as with env(1). */
-                for (size_t j = i + 1; j < n_setenv; j++)
-                        later_again = later_again || same_name(setenv[i], setenv[j]);
-                if (entry && !later_again)
-                        env.envp[env.n++] = (char *) entry;
-        }
-
-        /* Nothing at fd 3 (--inetd): no LISTEN_* at all. LISTEN_FDS=0 is
-         * an error to sd_listen_fds(), not "none". */
-        if (n > 0) {
-                if (asprintf(&p, "LISTEN_FDS=%zu", n) < 0)
-                        goto oom;
-                env.envp[env.n++] = owned_string(&env, p);
-
-                for (size_t i = 0; i < n; i++)
-                        names_len += strlen(sockets[i].name) + 1;
-                names = malloc(strlen("LISTEN_FDNAMES=") + names_len + 1);
-                if (!names)
-                        goto oom;
-                p = stpcpy(names, "LISTEN_FDNAMES=");
-                for (size_t i = 0; i < n; i++) {
-                        if (i > 0)
-                                *p++ = ':';
-                        p = stpcpy(p, sockets[i].name);
-                }
-                env.envp[env.n++] = owned_string(&env, names);
-        }
-
-        env.listen_pid = owned_string(&env, calloc(1, LISTEN_PID_MAX));
-        if (!env.listen_pid)
-                goto oom;
-        strcpy(env.listen_pid, "LISTEN_PID=");
-        if (n > 0)
-                env.envp[env.n++] = env.listen_pid;
-        env.envp[env.n] = NULL;
-        *ret = env;
-        return 0;
-
-oom:
-        child_env_done(&env);
-        return -ENOMEM;
-}
-
-void child_env_set_pid(struct child_env *env, pid_t pid) {
-        snprintf(env->listen_pid, LISTEN_PID_MAX, "LISTEN_PID=%d", (int) pid);
-}
-
-void child_env_done(struct child_env *env) {
-        for (size_t i = 0; i < env->n_owned; i++)
-                free(env->owned[i]);
-        free(env->owned);
-        free(env->envp);
-        *env = (struct child_env) { NULL, 0, NULL, 0, NULL };
-}
 
 int exec_error_to_status(int err) {
         return err == ENOENT ? EXIT_ENOENT : EXIT_CANNOT_INVOKE;
@@ -311,6 +186,13 @@ int spawn_release(struct spawned *s) {
         close(s->error_fd);
         s->error_fd = -1;
         return k == sizeof err ? err : 0;
+}
+
+void spawn_abandon(struct spawned *s) {
+        close(s->gate_fd);
+        close(s->error_fd);
+        s->gate_fd = s->error_fd = -1;
+        (void) waitpid(s->pid, NULL, 0);
 }
 
 /* Async-signal-safe: write the pieces of a message to stderr. */

@@ -5,30 +5,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "env.h"
 #include "socket.h"
-
-/* COMMAND's environment: prebind's own, less the variables of an outer
- * activation (LISTEN_*, NOTIFY_SOCKET), plus the -E variables, plus the
- * protocol's LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID. LISTEN_PID is only
- * known in the child: it is written into listen_pid, a slot of the
- * vector, by child_env_set_pid(). */
-struct child_env {
-        char **envp;            /* NULL-terminated; entries owned below */
-        size_t n;
-        char **owned;           /* the strings this struct allocated */
-        size_t n_owned;
-        char *listen_pid;       /* "LISTEN_PID=" + room for the pid */
-};
-
-#define LISTEN_PID_MAX 32
-
-/* setenv holds "NAME=VALUE" (already expanded) or "NAME" (copied from
- * environ if set there; the way to pass NOTIFY_SOCKET on deliberately).
- * Returns 0 or -ENOMEM. */
-int child_env_build(char *const *environ_in, char *const *setenv, size_t n_setenv,
-                    const struct bound_socket *sockets, size_t n, struct child_env *ret);
-void child_env_set_pid(struct child_env *env, pid_t pid);
-void child_env_done(struct child_env *env);
 
 /* Where COMMAND finds its sockets. */
 enum socket_passing {
@@ -50,8 +28,8 @@ struct spawn_plan {
         bool dispositions_are_default;
 };
 
-/* The exec status of a child: 0 when COMMAND runs, else the errno of
- * the failed exec, reported on a close-on-exec pipe. */
+/* A child forked by spawn_child(), waiting at its gate: the two pipes
+ * that let it exec and report how the exec went. */
 struct spawned {
         pid_t pid;
         int gate_fd;            /* write one byte to let the child exec */
@@ -67,6 +45,10 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret);
 /* Let the child exec (open the gate), and wait for the outcome: returns 0
  * when COMMAND runs, or the positive errno of the failed exec. */
 int spawn_release(struct spawned *s);
+
+/* Do not let it exec after all (publishing failed): closing the gate
+ * unopened makes the child exit unexec'd; it is reaped here. */
+void spawn_abandon(struct spawned *s);
 
 /* --accept: start a COMMAND for one connection, with no gate (nothing is
  * published per connection) and no exec report (the child says itself

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-#include "config.h"
+#include "job.h"
 
-/* The whole job: bind, publish, run COMMAND (supervised, or in place with
- * --exec), clean up. Returns prebind's exit status (see prebind(1)). */
-int prebind_run(const struct config *config);
+/* The default mode: run COMMAND as a child and supervise it until it has
+ * ended for good (signals forwarded, children reaped, readiness awaited,
+ * restarts, --kill-after). Returns 0 and how COMMAND ended, or -errno
+ * when prebind had to give up (COMMAND is then killed). */
+int supervise(struct job *job, struct outcome *ret);

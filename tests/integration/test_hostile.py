@@ -25,10 +25,11 @@ import stat
 import subprocess
 import tempfile
 import time
+import types
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, run, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, public_prebind, run, wait_for
 
 NOBODY = 65534
 WRAPPED = bool(os.environ.get("PREBIND_WRAPPER"))  # valgrind: fds and timing are not prebind's own
@@ -424,16 +425,19 @@ def test_notifications_from_other_processes_are_ignored(start, tmp_path):
     assert f"ignoring a notification from pid {os.getpid()}," in err
 
 
-@pytest.fixture
-def as_nobody():
-    """preexec arguments that run a subprocess as nobody, or a skip."""
+@pytest.fixture(scope="module")
+def nobody():
+    """Run prebind as nobody: prebind's path for that user, and the
+    subprocess arguments that switch to it. The checkout may sit where
+    nobody cannot reach (root's home is 0700), so nobody runs a copy of
+    the binary in a directory of its own (public_prebind())."""
     if os.geteuid() != 0:
         pytest.skip("needs root to switch to nobody")
-    probe = subprocess.run([PREBIND, "--version"], user=NOBODY, group=NOBODY, extra_groups=[],
-                           capture_output=True, timeout=TIMEOUT)
-    if probe.returncode != 0:
-        pytest.skip(f"nobody cannot run {PREBIND}: {probe.stderr!r}")
-    return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    kwargs = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    prebind = public_prebind()
+    probe = subprocess.run([prebind, "--version"], capture_output=True, timeout=TIMEOUT, **kwargs)
+    assert probe.returncode == 0, f"nobody cannot run {prebind}: {probe.stderr!r}"
+    return types.SimpleNamespace(prebind=prebind, kwargs=kwargs)
 
 
 FORGER = r"""
@@ -451,10 +455,10 @@ print(os.getpid())
 """
 
 
-def test_credentials_of_command_cannot_be_claimed_by_another_user(start, tmp_path, as_nobody):
+def test_credentials_of_command_cannot_be_claimed_by_another_user(start, tmp_path, nobody):
     job = NotifyJob(start, tmp_path, "nothing")
     out = subprocess.run([PYTHON, "-c", FORGER, job.address, str(job.child)], capture_output=True, text=True,
-                         timeout=TIMEOUT, **as_nobody)
+                         timeout=TIMEOUT, **nobody.kwargs)
     assert out.returncode == 0, out.stderr
     verdict, pid = out.stdout.split()
     assert verdict == "EPERM"  # the kernel refuses the claim
@@ -495,24 +499,24 @@ def test_port_file_swapped_for_a_symlink_while_running_is_not_followed(tmp_path,
     assert sorted(os.listdir(tmp_path)) == ["port", "victim"]
 
 
-def test_port_file_in_a_directory_nobody_may_write(public_dir, as_nobody):
+def test_port_file_in_a_directory_nobody_may_write(public_dir, nobody):
     locked = os.path.join(public_dir, "locked")
     os.mkdir(locked, 0o755)
-    out = subprocess.run([PREBIND, f"--port-file={locked}/port", "--", "true"], capture_output=True, text=True,
-                         timeout=TIMEOUT, **as_nobody)
+    out = subprocess.run([nobody.prebind, f"--port-file={locked}/port", "--", "true"], capture_output=True, text=True,
+                         timeout=TIMEOUT, **nobody.kwargs)
     assert_clear_error(out, f"cannot write port file '{locked}/port': Permission denied")
     assert os.listdir(locked) == []
 
 
-def test_port_file_of_another_user_in_a_sticky_directory(public_dir, as_nobody):
+def test_port_file_of_another_user_in_a_sticky_directory(public_dir, nobody):
     sticky = os.path.join(public_dir, "sticky")
     os.mkdir(sticky)
     os.chmod(sticky, 0o1777)
     theirs = os.path.join(sticky, "port")
     with open(theirs, "w") as f:
         f.write("root's\n")
-    out = subprocess.run([PREBIND, f"--port-file={theirs}", "--", "true"], capture_output=True, text=True,
-                         timeout=TIMEOUT, **as_nobody)
+    out = subprocess.run([nobody.prebind, f"--port-file={theirs}", "--", "true"], capture_output=True, text=True,
+                         timeout=TIMEOUT, **nobody.kwargs)
     assert_clear_error(out, f"cannot write port file '{theirs}': Operation not permitted")
     assert open(theirs).read() == "root's\n"
     assert os.listdir(sticky) == ["port"]  # no temporary file left
@@ -582,18 +586,18 @@ def test_live_socket_that_never_accepts_is_not_waited_for(tmp_path):
         hostile.close()
 
 
-def test_unix_socket_in_a_directory_nobody_may_write(public_dir, as_nobody):
+def test_unix_socket_in_a_directory_nobody_may_write(public_dir, nobody):
     locked = os.path.join(public_dir, "locked")
     os.mkdir(locked, 0o755)
-    out = subprocess.run([PREBIND, "-l", f"{locked}/s.sock", "--", "true"], capture_output=True, text=True,
-                         timeout=TIMEOUT, **as_nobody)
+    out = subprocess.run([nobody.prebind, "-l", f"{locked}/s.sock", "--", "true"], capture_output=True, text=True,
+                         timeout=TIMEOUT, **nobody.kwargs)
     assert_clear_error(out, f"cannot listen on '{locked}/s.sock': Permission denied")
     assert os.listdir(locked) == []
 
 
 @pytest.mark.parametrize("mode,umask,nobody_connects", [(0o600, 0o000, False), (0o666, 0o077, True),
                                                         (0o660, 0o000, False)])
-def test_socket_mode_is_honoured_whatever_the_umask(public_dir, as_nobody, start, mode, umask, nobody_connects):
+def test_socket_mode_is_honoured_whatever_the_umask(public_dir, nobody, start, mode, umask, nobody_connects):
     path = os.path.join(public_dir, "s.sock")
     p = start(["-q", f"--socket-mode={mode:o}", "-l", path, "--print", "--", "sleep", str(TIMEOUT)],
               preexec_fn=lambda: os.umask(umask))
@@ -603,7 +607,7 @@ def test_socket_mode_is_honoured_whatever_the_umask(public_dir, as_nobody, start
                               "s = socket.socket(socket.AF_UNIX)\n"
                               "try:\n    s.connect(sys.argv[1]); print('connected')\n"
                               "except PermissionError:\n    print('refused')\n", path],
-                             capture_output=True, text=True, timeout=TIMEOUT, **as_nobody)
+                             capture_output=True, text=True, timeout=TIMEOUT, **nobody.kwargs)
     assert attempt.stdout.strip() == ("connected" if nobody_connects else "refused"), attempt.stderr
     p.stop()
     assert not os.path.exists(path)
@@ -663,13 +667,13 @@ def test_fd_exhaustion_is_a_one_line_error_and_exit_125(tmp_path, mode):
 
 @pytest.mark.skipif(WRAPPED, reason="a wrapper (valgrind) uses fds of its own")
 def test_fd_exhaustion_in_accept_mode_stops_instead_of_spinning(tmp_path):
-    """At ulimit -n 5, prebind listens (fd 3) and reads signals (fd 4),
-    but accept() has no fd left for the connection: EMFILE, again and
-    again, unless it stops."""
+    """At ulimit -n 6, prebind listens (fd 3), reads signals (fd 4) and
+    waits on its event loop (epoll, fd 5), but accept() has no fd left for
+    the connection: EMFILE, again and again, unless it stops."""
     # stderr is a pipe read only at the end: a prebind that logs in a loop
     # blocks once it is full, instead of filling a disk.
     p = subprocess.Popen([PREBIND, "-q", "--print", "--accept", "--", "cat"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, preexec_fn=with_fd_limit(5))
+                         stderr=subprocess.PIPE, preexec_fn=with_fd_limit(6))
     status = None
     try:
         port = int(p.stdout.readline())

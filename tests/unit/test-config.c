@@ -155,10 +155,10 @@ START_TEST(test_defaults) {
         check_listen_inet(&cfg.listens[0], "127.0.0.1", 0, SOCK_STREAM);
         ck_assert_str_eq(cfg.listens[0].text, "127.0.0.1:0");
         ck_assert_ptr_null(cfg.listens[0].name);
-        ck_assert_int_eq(cfg.backlog, SOMAXCONN);
-        ck_assert(!cfg.reuseport);
-        ck_assert(!cfg.v6only);
-        ck_assert_uint_eq(cfg.socket_mode, 0666);
+        ck_assert_int_eq(cfg.socket_options.backlog, SOMAXCONN);
+        ck_assert(!cfg.socket_options.reuseport);
+        ck_assert(!cfg.socket_options.v6only);
+        ck_assert_uint_eq(cfg.socket_options.socket_mode, 0666);
         ck_assert_int_eq(cfg.format, FORMAT_PORT);
         ck_assert(!cfg.print);
         ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
@@ -177,8 +177,8 @@ END_TEST
 
 START_TEST(test_flags) {
         ck_assert_int_eq(parse(ARGV("prebind", "--reuseport", "--v6only", "--subst", "--exec", "srv", "a")), 1);
-        ck_assert(cfg.reuseport);
-        ck_assert(cfg.v6only);
+        ck_assert(cfg.socket_options.reuseport);
+        ck_assert(cfg.socket_options.v6only);
         ck_assert(cfg.subst);
         ck_assert(cfg.exec);
         ck_assert_str_eq(cfg.command[0], "srv");
@@ -468,11 +468,11 @@ END_TEST
 
 START_TEST(test_backlog) {
         ck_assert_int_eq(parse(ARGV("prebind", "--backlog=1", "srv")), 1);
-        ck_assert_int_eq(cfg.backlog, 1);
+        ck_assert_int_eq(cfg.socket_options.backlog, 1);
         ck_assert_int_eq(parse(ARGV("prebind", "--backlog", "128", "srv")), 1);
-        ck_assert_int_eq(cfg.backlog, 128);
+        ck_assert_int_eq(cfg.socket_options.backlog, 128);
         ck_assert_int_eq(parse(ARGV("prebind", "--backlog=2147483647", "srv")), 1);
-        ck_assert_int_eq(cfg.backlog, 2147483647);
+        ck_assert_int_eq(cfg.socket_options.backlog, 2147483647);
 
         check_usage_error(ARGV("prebind", "--backlog=0", "srv"),
                           "prebind: --backlog: '0': expected a number from 1 (see --help)\n");
@@ -486,13 +486,13 @@ END_TEST
 
 START_TEST(test_socket_mode) {
         ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode=0660", "srv")), 1);
-        ck_assert_uint_eq(cfg.socket_mode, 0660);
+        ck_assert_uint_eq(cfg.socket_options.socket_mode, 0660);
         ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode", "600", "srv")), 1);
-        ck_assert_uint_eq(cfg.socket_mode, 0600);
+        ck_assert_uint_eq(cfg.socket_options.socket_mode, 0600);
         ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode=0", "srv")), 1);
-        ck_assert_uint_eq(cfg.socket_mode, 0);
+        ck_assert_uint_eq(cfg.socket_options.socket_mode, 0);
         ck_assert_int_eq(parse(ARGV("prebind", "--socket-mode=777", "srv")), 1);
-        ck_assert_uint_eq(cfg.socket_mode, 0777);
+        ck_assert_uint_eq(cfg.socket_options.socket_mode, 0777);
         /* Only permission bits: bind() ignores the rest. */
         check_usage_error(ARGV("prebind", "--socket-mode=1777", "srv"), NULL);
 

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "accept.h"
+#include "exitcode.h"
+#include "format.h"
+#include "job.h"
+#include "log.h"
+#include "macro.h"
+#include "notify.h"
+#include "ready.h"
+#include "signals.h"
+#include "supervise.h"
+#include "template.h"
+
+static const char *bind_error(const struct listen_spec *spec, int r) {
+        int family = spec->addr.sa.sa_family;
+
+        switch (r) {
+        case -EEXIST:
+                return "the path exists and is not a socket (left alone)";
+        case -EADDRINUSE:
+                /* For port 0 the kernel says EADDRINUSE when it has no port
+                 * left to pick: nothing was "in use" that the user named. */
+                if ((family == AF_INET || family == AF_INET6) && sockaddr_port(&spec->addr) == 0)
+                        return "no free port left in the local port range (net.ipv4.ip_local_port_range)";
+                return "Address already in use";
+        default:
+                return strerror(-r);
+        }
+}
+
+static int inherit_error(int r) {
+        if (r == -EBADMSG)
+                return log_error_errno(r, "cannot take the sockets passed to prebind: LISTEN_FDNAMES holds "
+                                       "an invalid name (1-255 printable ASCII characters, no ':')");
+        if (r == -EAFNOSUPPORT)
+                return log_error_errno(r, "cannot take the sockets passed to prebind: one is neither an IP "
+                                       "nor a unix socket");
+        return log_error_errno(r, "cannot take the sockets passed to prebind (LISTEN_FDS): %m");
+}
+
+/* The sockets, in COMMAND's order: those prebind was passed itself
+ * (socket activation: they come first, names kept), then its own -l
+ * sockets. The default 127.0.0.1:0 applies only when there is neither. */
+static int bind_all(struct job *job) {
+        const struct config *c = job->config;
+        _cleanup_free_ struct bound_socket *inherited = NULL;
+        int n_inherited;
+        size_t n_own;
+
+        n_inherited = sockets_inherit(&inherited);
+        if (n_inherited < 0)
+                return inherit_error(n_inherited);
+        n_own = c->listen_default && n_inherited > 0 ? 0 : c->n_listens;
+
+        job->sockets = calloc((size_t) n_inherited + n_own + 1, sizeof *job->sockets);
+        if (!job->sockets) {
+                for (int i = 0; i < n_inherited; i++)
+                        socket_release(&inherited[i]);
+                return log_oom();
+        }
+        if (n_inherited > 0)
+                memcpy(job->sockets, inherited, (size_t) n_inherited * sizeof *job->sockets);
+        job->n_sockets = (size_t) n_inherited;
+
+        for (size_t i = 0; i < n_own; i++) {
+                int r = socket_bind(&c->listens[i], &c->socket_options, &job->sockets[job->n_sockets]);
+                if (r < 0) {
+                        log_error("cannot listen on '%s': %s", c->listens[i].text, bind_error(&c->listens[i], r));
+                        return r;
+                }
+                job->n_sockets++;
+        }
+        return 0;
+}
+
+/* What the options ask of the sockets, now that the inherited ones are
+ * known too: config_parse_argv() saw only those of -l. */
+static int check_sockets(const struct job *job) {
+        const struct config *c = job->config;
+
+        if (c->inetd && !c->accept && job->n_sockets != 1) {
+                log_error("--inetd without --accept passes one socket, on stdin: there are %zu, with those passed "
+                          "to prebind", job->n_sockets);
+                return -EINVAL;
+        }
+        for (size_t i = 0; c->accept && i < job->n_sockets; i++) {
+                int listening = 0;
+                socklen_t len = sizeof listening;
+
+                /* A datagram or unconnected socket would make accept() fail
+                 * at every poll(). */
+                if (getsockopt(job->sockets[i].fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening) {
+                        log_error("--accept takes listening stream sockets only: fd %zu (name '%s') is not one", 3 + i,
+                                  job->sockets[i].name);
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+static int expand(const struct job *job, const char *what, const char *text, char **ret) {
+        char quoted[LOG_QUOTE_SIZE], quoted_at[LOG_QUOTE_SIZE];
+        size_t offset = 0;
+        int r = template_expand(text, job->sockets, job->n_sockets, ret, &offset);
+        const char *t = log_shorten(text, quoted), *at = log_shorten(text + offset, quoted_at);
+
+        switch (r) {
+        case 0:
+                return 0;
+        case -ENOENT:
+                log_error("%s '%s': no socket of that name or index at '%s'", what, t, at);
+                return -EINVAL;
+        case -EBADR:
+                log_error("%s '%s': unknown field at '%s' (port, host, addr, url, fd, name)", what, t, at);
+                return -EINVAL;
+        case -EINVAL:
+                log_error("%s '%s': bad template at '%s' (write {{ and }} for braces)", what, t, at);
+                return -EINVAL;
+        default:
+                return log_error_errno(r, "%s '%s': %m", what, t);
+        }
+}
+
+/* -E values and, with --subst, COMMAND's arguments: the templates are
+ * filled in with the bound addresses, so they are known only now. */
+static int expand_templates(struct job *job) {
+        const struct config *c = job->config;
+        size_t argc = 0;
+        int r;
+
+        /* One more slot: readiness adds NOTIFY_SOCKET. */
+        job->setenv = calloc(c->n_setenv + 2, sizeof(char *));
+        for (char **a = c->command; *a; a++)
+                argc++;
+        job->command = calloc(argc + 1, sizeof(char *));
+        if (!job->setenv || !job->command)
+                return log_oom();
+
+        for (size_t i = 0; i < c->n_setenv; i++) {
+                if (!strchr(c->setenv[i], '='))
+                        job->setenv[i] = strdup(c->setenv[i]);
+                else if ((r = expand(job, "--setenv", c->setenv[i], &job->setenv[i])) < 0)
+                        return r;
+                if (!job->setenv[i])
+                        return log_oom();
+                job->n_setenv++;
+        }
+        for (size_t i = 0; i < argc; i++) {
+                if (!c->subst)
+                        job->command[i] = strdup(c->command[i]);
+                else if ((r = expand(job, "--subst: argument", c->command[i], &job->command[i])) < 0)
+                        return r;
+                if (!job->command[i])
+                        return log_oom();
+        }
+        return 0;
+}
+
+/* --die-with-parent: the kernel sends SIGTERM when the parent dies, which
+ * is then handled as any SIGTERM (forwarded, --kill-after armed). The
+ * parent may already be gone: compare with the pid seen before prctl(). */
+static int setup_parent_death(const struct config *c) {
+        pid_t parent = getppid();
+
+        if (!c->die_with_parent)
+                return 0;
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
+                return log_error_errno(errno, "cannot set the parent death signal: %m");
+        if (getppid() != parent) {
+                log_error("the parent process is already gone (--die-with-parent)");
+                return -ESRCH;
+        }
+        return 0;
+}
+
+/* Readiness conditions, and COMMAND's NOTIFY_SOCKET for --ready. */
+static int setup_readiness(struct job *job) {
+        const char *entry;
+        int r = readiness_new(job->config, &job->readiness);
+
+        if (r < 0)
+                return log_error_errno(r, "cannot create the notification socket: %m");
+        entry = readiness_notify_entry(job->readiness);
+        if (entry && !(job->setenv[job->n_setenv++] = strdup(entry)))
+                return log_oom();
+        return 0;
+}
+
+int job_setup(const struct config *config, struct job *ret) {
+        extern char **environ;
+        struct job *job = ret;
+        int r;
+
+        *job = (struct job) { .config = config, .signal_fd = -1, .publication = { .port_file_fd = -1 } };
+        if ((r = setup_parent_death(config)) < 0 || (r = bind_all(job)) < 0 || (r = check_sockets(job)) < 0 ||
+            (r = expand_templates(job)) < 0 || (r = setup_readiness(job)) < 0)
+                return r;
+        /* With --inetd the socket is on stdin: nothing at fd 3, no LISTEN_*.
+         * --accept prepares its own, per-connection environment. */
+        if (!config->accept &&
+            child_env_build(environ, job->setenv, job->n_setenv, job->sockets, config->inetd ? 0 : job->n_sockets,
+                            &job->env) < 0)
+                return log_oom();
+        return 0;
+}
+
+void job_done(struct job *job) {
+        /* Close the sockets first: clients still queued in the backlog get
+         * a reset at once instead of hanging on a server that is gone. */
+        for (size_t i = 0; i < job->n_sockets; i++)
+                socket_release(&job->sockets[i]);
+        publication_withdraw(&job->publication);
+        free(job->sockets);
+        for (size_t i = 0; job->setenv && i < job->n_setenv; i++)
+                free(job->setenv[i]);
+        free(job->setenv);
+        for (char **a = job->command; a && *a; a++)
+                free(*a);
+        free(job->command);
+        child_env_done(&job->env);
+        readiness_free(job->readiness);
+        if (job->signal_fd >= 0)
+                close(job->signal_fd);
+        *job = (struct job) { .signal_fd = -1, .publication = { .port_file_fd = -1 } };
+}
+
+/* "Everything is listening": the addresses for prebind's own manager. */
+static void tell_manager_ready(const struct job *job) {
+        char status[4096], url[FIELD_STRING_MAX];
+        size_t len;
+
+        if (!getenv("NOTIFY_SOCKET"))
+                return;
+        len = (size_t) snprintf(status, sizeof status, "READY=1\nSTATUS=listening on");
+        for (size_t i = 0; i < job->n_sockets && len < sizeof status; i++)
+                len += (size_t) snprintf(status + len, sizeof status - len, "%s %s", i ? "," : "",
+                                         socket_field_format(job->sockets, i, FIELD_URL, url, sizeof url));
+        notify_manager(status);
+}
+
+int job_publish(struct job *job, pid_t child_pid) {
+        int r;
+
+        if (job->published) {
+                notify_manager("READY=1");
+                return 0;
+        }
+        r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), child_pid, &job->publication);
+        if (r < 0)
+                return r;
+        job->published = true;
+        tell_manager_ready(job);
+        return 0;
+}
+
+struct spawn_plan job_spawn_plan(const struct job *job) {
+        return (struct spawn_plan) {
+                .command = job->command,
+                .env = (struct child_env *) &job->env,
+                .sockets = job->sockets,
+                .n_sockets = job->n_sockets,
+                .new_process_group = job->config->group,
+                .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
+        };
+}
+
+/* --exec: publish, then become COMMAND. Returns only on failure. */
+static int run_in_place(struct job *job, struct outcome *ret) {
+        struct spawn_plan plan = job_spawn_plan(job);
+        int r;
+
+        /* A reader gone from stdout must give EPIPE and exit 125, not
+         * kill prebind; COMMAND gets SIGPIPE back by the reset in
+         * spawn_exec_in_place(). */
+        signal(SIGPIPE, SIG_IGN);
+        /* The sockets listen: as far as a manager is concerned, the service
+         * is ready (connections queue until COMMAND accepts). */
+        r = job_publish(job, getpid());
+        if (r < 0)
+                return r;
+        /* Laying out the fds can fail (out of fds): that is prebind's
+         * failure (125), not COMMAND's (126/127). */
+        r = spawn_prepare_in_place(&plan);
+        if (r < 0)
+                return log_error_errno(r, "cannot pass the sockets: %m");
+        r = spawn_exec_in_place(&plan);
+        log_error_errno(r, "cannot run '%s': %m", job->command[0]);
+        *ret = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
+        return 0;
+}
+
+int job_run(struct job *job, struct outcome *ret) {
+        const struct config *c = job->config;
+
+        int r;
+
+        if (c->exec)
+                return run_in_place(job, ret);
+        r = signals_block_all();
+        if (r < 0)
+                return log_error_errno(r, "cannot block signals: %m");
+        job->signal_fd = r;
+        if (c->subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                return log_error_errno(errno, "cannot become a subreaper: %m");
+        return c->accept ? accept_run(job, ret) : supervise(job, ret);
+}
+
+int job_exit_status(const struct config *config, int r, const struct outcome *o) {
+        if (r < 0)
+                return EXIT_PREBIND_FAILED;
+        switch (o->kind) {
+        case OUTCOME_NOT_READY:
+                return EXIT_TIMEDOUT;
+        case OUTCOME_EXEC_FAILED:
+                return exec_error_to_status(o->status);
+        case OUTCOME_EXITED:
+        default:
+                return o->status >= 0 && o->status <= 255 && config->success_status[o->status] ? 0 : o->status;
+        }
+}

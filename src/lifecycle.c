@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+#include "lifecycle.h"
+
+enum lc_state lifecycle_started(const struct lc_facts *facts) {
+        return facts->needs_ready ? LC_WAITING_READY : LC_RUNNING;
+}
+
+bool lifecycle_has_child(enum lc_state state) {
+        return state != LC_RESTART_PENDING && state != LC_DONE;
+}
+
+/* COMMAND exited while it was meant to run: restart it, or not. Requested
+ * restarts (SIGHUP) skip this: neither the policy, the limit nor the
+ * delay applies to them. */
+static struct lc_transition exited_unasked(const struct lc_facts *f) {
+        if (!f->restart_wanted)
+                return (struct lc_transition) { LC_DONE, 0 };
+        if (f->restart_limit_hit)
+                return (struct lc_transition) { LC_DONE, LC_ACT_GIVE_UP };
+        if (f->restart_delay)
+                return (struct lc_transition) { LC_RESTART_PENDING, LC_ACT_TELL_RELOADING | LC_ACT_ARM_RESTART };
+        return (struct lc_transition) { lifecycle_started(f), LC_ACT_TELL_RELOADING | LC_ACT_START };
+}
+
+struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
+        struct lc_transition same = { state, 0 };
+        bool live = state == LC_WAITING_READY || state == LC_RUNNING;
+
+        if (state == LC_DONE)
+                return same;
+        switch (event) {
+        case LC_READY:
+                return state == LC_WAITING_READY ? (struct lc_transition) { LC_RUNNING, LC_ACT_PUBLISH } : same;
+        case LC_READY_TIMEOUT:
+                if (state != LC_WAITING_READY)
+                        return same;
+                return (struct lc_transition) { LC_NOT_READY,
+                                                LC_ACT_TERMINATE | LC_ACT_ARM_GRACE | LC_ACT_TELL_STOPPING };
+        case LC_SHUTDOWN:
+                /* The signal itself is forwarded (or COMMAND had it from
+                 * the terminal): it is what stops COMMAND. */
+                if (live || state == LC_RESTARTING)
+                        return (struct lc_transition) { LC_STOPPING, LC_ACT_TELL_STOPPING | LC_ACT_ARM_KILL };
+                if (state == LC_RESTART_PENDING)
+                        return (struct lc_transition) { LC_DONE, LC_ACT_TELL_STOPPING };
+                return same;
+        case LC_RESTART_REQUEST:
+                if (live)
+                        return (struct lc_transition) { LC_RESTARTING, LC_ACT_TERMINATE | LC_ACT_ARM_KILL };
+                /* During the delay: cut it short. */
+                if (state == LC_RESTART_PENDING)
+                        return (struct lc_transition) { lifecycle_started(f), LC_ACT_START };
+                return same;
+        case LC_KILL_TIMEOUT:
+                return lifecycle_has_child(state) && !live ? (struct lc_transition) { state, LC_ACT_KILL } : same;
+        case LC_RESTART_DUE:
+                return state == LC_RESTART_PENDING ? (struct lc_transition) { lifecycle_started(f), LC_ACT_START }
+                                                   : same;
+        case LC_EXITED:
+                if (live)
+                        return exited_unasked(f);
+                if (state == LC_RESTARTING)
+                        return (struct lc_transition) { lifecycle_started(f), LC_ACT_TELL_RELOADING | LC_ACT_START };
+                if (state == LC_STOPPING || state == LC_NOT_READY)
+                        return (struct lc_transition) { LC_DONE, 0 };
+                return same;
+        case LC_START_FAILED:
+                return (struct lc_transition) { LC_DONE, 0 };
+        default:
+                return same;
+        }
+}
+
+const char *lifecycle_state_name(enum lc_state state) {
+        static const char *const names[_LC_STATE_MAX] = {
+                [LC_WAITING_READY] = "waiting-ready", [LC_RUNNING] = "running",
+                [LC_RESTARTING] = "restarting",       [LC_RESTART_PENDING] = "restart-pending",
+                [LC_STOPPING] = "stopping",           [LC_NOT_READY] = "not-ready",
+                [LC_DONE] = "done",
+        };
+        return state >= 0 && state < _LC_STATE_MAX ? names[state] : "?";
+}
+
+const char *lifecycle_event_name(enum lc_event event) {
+        static const char *const names[_LC_EVENT_MAX] = {
+                [LC_READY] = "ready",           [LC_READY_TIMEOUT] = "ready-timeout",
+                [LC_SHUTDOWN] = "shutdown",     [LC_RESTART_REQUEST] = "restart-request",
+                [LC_KILL_TIMEOUT] = "kill-timeout", [LC_RESTART_DUE] = "restart-due",
+                [LC_EXITED] = "exited",         [LC_START_FAILED] = "start-failed",
+        };
+        return event >= 0 && event < _LC_EVENT_MAX ? names[event] : "?";
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+
+/* The supervisor's state, one value, and every event a transition in one
+ * table (lifecycle_next()), as s6-supervise keeps it. Pure: no process,
+ * no fd, no clock; supervise.c carries out the actions. */
+enum lc_state {
+        LC_WAITING_READY,       /* COMMAND runs; readiness conditions pending */
+        LC_RUNNING,             /* COMMAND runs; published */
+        LC_RESTARTING,          /* SIGHUP: COMMAND was told to stop, a new one follows */
+        LC_RESTART_PENDING,     /* COMMAND exited; the next starts after --restart-delay */
+        LC_STOPPING,            /* SIGTERM/SIGINT: waiting for COMMAND, no restart */
+        LC_NOT_READY,           /* readiness timed out: COMMAND told to stop; ends 124 */
+        LC_DONE,
+        _LC_STATE_MAX,
+};
+
+enum lc_event {
+        LC_READY,               /* every readiness condition holds */
+        LC_READY_TIMEOUT,
+        LC_SHUTDOWN,            /* SIGTERM, SIGINT, a terminal hangup */
+        LC_RESTART_REQUEST,     /* SIGHUP with --restart */
+        LC_KILL_TIMEOUT,        /* --kill-after (or the not-ready grace) passed */
+        LC_RESTART_DUE,         /* --restart-delay passed */
+        LC_EXITED,              /* COMMAND exited and was reaped */
+        LC_START_FAILED,        /* a new COMMAND could not be started */
+        _LC_EVENT_MAX,
+};
+
+/* What the supervisor does on a transition, in this order. */
+enum lc_action {
+        LC_ACT_PUBLISH = 1 << 0,        /* publish (the first time), or READY=1 again */
+        LC_ACT_TERMINATE = 1 << 1,      /* SIGTERM to COMMAND */
+        LC_ACT_KILL = 1 << 2,           /* SIGKILL to COMMAND */
+        LC_ACT_ARM_KILL = 1 << 3,       /* start the --kill-after clock, once */
+        LC_ACT_ARM_GRACE = 1 << 4,      /* the same, with a default when --kill-after is not given */
+        LC_ACT_TELL_STOPPING = 1 << 5,  /* STOPPING=1 to prebind's manager, once */
+        LC_ACT_TELL_RELOADING = 1 << 6, /* RELOADING=1, if published */
+        LC_ACT_GIVE_UP = 1 << 7,        /* say that the restart limit was hit */
+        LC_ACT_ARM_RESTART = 1 << 8,    /* start the --restart-delay clock */
+        LC_ACT_START = 1 << 9,          /* start a new COMMAND */
+};
+
+/* What the supervisor knows when an event comes, for the transitions that
+ * depend on it. */
+struct lc_facts {
+        bool needs_ready;       /* a new COMMAND waits for readiness conditions */
+        bool restart_wanted;    /* --restart's policy, for the status COMMAND exited with */
+        bool restart_limit_hit; /* …but --restart-limit forbids one more now */
+        bool restart_delay;     /* --restart-delay is not 0 */
+};
+
+struct lc_transition {
+        enum lc_state state;
+        unsigned actions;       /* enum lc_action bits */
+};
+
+/* The state a newly started COMMAND is in. */
+enum lc_state lifecycle_started(const struct lc_facts *facts);
+
+/* The next state and the actions to take. An event that means nothing in
+ * a state leaves it as it is, with no action. */
+struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, const struct lc_facts *facts);
+
+/* Is a COMMAND running (or stopping) in this state? */
+bool lifecycle_has_child(enum lc_state state);
+
+const char *lifecycle_state_name(enum lc_state state);
+const char *lifecycle_event_name(enum lc_event event);

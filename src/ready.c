@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+
+#include "log.h"
+#include "notify.h"
+#include "parse.h"
+#include "process.h"
+#include "ready.h"
+
+struct readiness {
+        const struct config *config;
+        unsigned conditions;            /* enum ready_condition bits the config asks for */
+        unsigned pending;               /* …of which these do not hold yet */
+        pid_t child;                    /* COMMAND; 0 between COMMANDs */
+        struct notify_socket notify;    /* --ready: COMMAND's NOTIFY_SOCKET */
+        char *notify_entry;             /* "NOTIFY_SOCKET=…" */
+        int timer_fd;                   /* the timeout; -1 when not waiting */
+        struct loop *loop;
+        readiness_callback callback;
+        void *userdata;
+};
+
+int readiness_new(const struct config *config, struct readiness **ret) {
+        struct readiness *r = calloc(1, sizeof *r);
+        int k;
+
+        if (!r)
+                return -ENOMEM;
+        *r = (struct readiness) { .config = config, .notify = { .fd = -1 }, .timer_fd = -1 };
+        if (config->ready) {
+                r->conditions |= READY_NOTIFY;
+                k = notify_socket_open(&r->notify);
+                if (k < 0 || asprintf(&r->notify_entry, "NOTIFY_SOCKET=%s", r->notify.address) < 0) {
+                        readiness_free(r);
+                        return k < 0 ? k : -ENOMEM;
+                }
+        }
+        *ret = r;
+        return 0;
+}
+
+void readiness_detach(struct readiness *r) {
+        readiness_stop(r);
+        if (r->loop && r->notify.fd >= 0)
+                loop_remove(r->loop, r->notify.fd);
+        r->loop = NULL;
+}
+
+void readiness_free(struct readiness *r) {
+        if (!r)
+                return;
+        readiness_detach(r);
+        notify_socket_close(&r->notify);
+        free(r->notify_entry);
+        free(r);
+}
+
+const char *readiness_notify_entry(const struct readiness *r) {
+        return r->notify_entry;
+}
+
+bool readiness_needed(const struct readiness *r) {
+        return r->conditions != 0;
+}
+
+bool readiness_waiting(const struct readiness *r) {
+        return r->pending != 0;
+}
+
+static const char *command_name(const struct readiness *r) {
+        return r->config->command[0];
+}
+
+void readiness_condition_met(struct readiness *r, enum ready_condition condition) {
+        if (!(r->pending & condition))
+                return;
+        r->pending &= ~condition;
+        if (r->pending)
+                return;
+        readiness_stop(r);
+        r->callback(READINESS_MET, r->userdata);
+}
+
+static void extend_timeout(struct readiness *r, uint64_t usec) {
+        struct itimerspec left;
+        uint64_t left_usec;
+
+        /* As systemd: the timeout becomes at least usec from now. */
+        if (r->timer_fd < 0 || timerfd_gettime(r->timer_fd, &left) < 0)
+                return;
+        left_usec = (uint64_t) left.it_value.tv_sec * USEC_PER_SEC + (uint64_t) left.it_value.tv_nsec / 1000;
+        if (usec > left_usec)
+                (void) timer_start(&r->timer_fd, usec);
+}
+
+/* A notification counts if it comes from COMMAND, or from a process
+ * descended from it at the time it is read (a server whose worker reports
+ * for it). Anyone else, even with a guessed socket name, is ignored. */
+static void hear_one(struct readiness *r, pid_t sender, const struct notify_message *m) {
+        if (!process_descends_from(sender, r->child)) {
+                log_info("ignoring a notification from pid %d, which is not '%s' (pid %d)", (int) sender,
+                         command_name(r), (int) r->child);
+                return;
+        }
+        if (m->status)
+                log_info("%s: %.*s", command_name(r), (int) m->status_len, m->status);
+        if (m->errno_value >= 0)
+                log_info("%s: reports error %d (%s)", command_name(r), m->errno_value, strerror(m->errno_value));
+        if (m->stopping)
+                log_debug("%s is stopping", command_name(r));
+        if (m->reloading)
+                log_debug("%s is reloading", command_name(r));
+        if (m->extend_usec && (r->pending & READY_NOTIFY))
+                extend_timeout(r, m->extend_usec);
+        if (m->ready) {
+                log_debug("READY=1 from pid %d", (int) sender);
+                readiness_condition_met(r, READY_NOTIFY);
+        }
+}
+
+void readiness_hear(struct readiness *r) {
+        char buf[NOTIFY_MESSAGE_MAX + 1];
+        struct notify_message m;
+        pid_t sender;
+        int k;
+
+        if (r->notify.fd < 0)
+                return;
+        while ((k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
+                if (k > 0)
+                        hear_one(r, sender, &m);
+        if (k != -EAGAIN && k != -EWOULDBLOCK)
+                log_error_errno(k, "cannot read a notification: %m");
+}
+
+static int on_notify(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        readiness_hear(userdata);
+        return 0;
+}
+
+static int on_timeout(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct readiness *r = userdata;
+
+        timer_drain(fd);
+        /* The callback may still ask what was missing: readiness_stop()
+         * is the owner's call. */
+        if (r->pending)
+                r->callback(READINESS_TIMED_OUT, r->userdata);
+        return 0;
+}
+
+int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback callback, void *userdata) {
+        r->loop = loop;
+        r->callback = callback;
+        r->userdata = userdata;
+        return r->notify.fd >= 0 ? loop_add(loop, r->notify.fd, EPOLLIN, on_notify, r) : 0;
+}
+
+int readiness_start(struct readiness *r, pid_t child) {
+        bool fresh;
+        int k;
+
+        r->child = child;
+        r->pending = r->conditions;
+        if (!r->pending || !r->config->ready_timeout_usec)
+                return 0;
+        fresh = r->timer_fd < 0;
+        k = timer_start(&r->timer_fd, r->config->ready_timeout_usec);
+        if (k == 0 && fresh)
+                k = loop_add(r->loop, r->timer_fd, EPOLLIN, on_timeout, r);
+        /* Without the clock the wait is unbounded: say so, go on. */
+        if (k < 0)
+                log_error_errno(k, "cannot arm the readiness timeout: %m");
+        return 0;
+}
+
+void readiness_stop(struct readiness *r) {
+        r->pending = 0;
+        if (r->timer_fd >= 0 && r->loop)
+                loop_remove(r->loop, r->timer_fd);
+        timer_stop(&r->timer_fd);
+}
+
+void readiness_forget_child(struct readiness *r) {
+        r->child = 0;
+}
+
+const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_t size) {
+        static const struct {
+                enum ready_condition condition;
+                const char *text;
+        } phrases[] = {
+                { READY_NOTIFY, "did not send READY=1" },
+        };
+        size_t len = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < sizeof phrases / sizeof phrases[0]; i++)
+                if (r->pending & phrases[i].condition)
+                        len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s",
+                                                 len ? " and " : "", phrases[i].text);
+        return buf;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "loop.h"
+
+/* Readiness: the conditions that must all hold before prebind publishes
+ * (and, after a restart, tells its manager READY=1 again). Each COMMAND
+ * started is waited for anew, within --ready's timeout. A new kind of
+ * readiness check is one more condition bit here, with its sources added
+ * to the loop in readiness_start() and removed in readiness_stop(). */
+enum ready_condition {
+        READY_NOTIFY = 1u << 0,         /* --ready: READY=1 from COMMAND or a descendant */
+};
+
+enum readiness_event {
+        READINESS_MET,                  /* every condition holds */
+        READINESS_TIMED_OUT,
+};
+
+typedef void (*readiness_callback)(enum readiness_event event, void *userdata);
+
+struct readiness;
+
+/* What the config asks for; opens COMMAND's notification socket for
+ * --ready. Returns 0 or -errno (nothing logged). */
+int readiness_new(const struct config *config, struct readiness **ret);
+void readiness_free(struct readiness *r);
+
+/* "NOTIFY_SOCKET=@…" for COMMAND's environment, or NULL without --ready. */
+const char *readiness_notify_entry(const struct readiness *r);
+
+/* Does a new COMMAND wait for any condition? If not, it is ready at once. */
+bool readiness_needed(const struct readiness *r);
+
+/* Sources on the loop: the notification socket (kept for the whole run:
+ * STATUS= and ERRNO= are relayed while COMMAND runs). */
+int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback callback, void *userdata);
+
+/* Leave the loop (before it is freed): every source is removed. */
+void readiness_detach(struct readiness *r);
+
+/* A new COMMAND (pid) runs: every condition is pending again, the timeout
+ * starts. Returns 0 or -errno. */
+int readiness_start(struct readiness *r, pid_t child);
+/* Stop waiting (ready, timed out, or COMMAND exited): timers and probes
+ * go, the notification socket stays. */
+void readiness_stop(struct readiness *r);
+/* COMMAND is gone: nothing it or its descendants send counts any more. */
+void readiness_forget_child(struct readiness *r);
+
+/* Hear what COMMAND sent before it exited (a last STATUS=, STOPPING=1),
+ * before its exit is acted upon. */
+void readiness_hear(struct readiness *r);
+
+/* A condition holds (for the checks that join later: each calls this). */
+void readiness_condition_met(struct readiness *r, enum ready_condition condition);
+
+/* Are any conditions pending? */
+bool readiness_waiting(const struct readiness *r);
+
+/* For the messages: what is still missing, e.g. "did not send READY=1",
+ * into buf. */
+const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_t size);
