@@ -16,7 +16,9 @@ enum restart_mode {
         RESTART_ALWAYS,
 };
 
-/* Everything the command line asked for: parsed once, then read-only. */
+/* Everything the command line asked for: parsed once, then read-only
+ * (the fd that --port-fd names is closed by publish_addresses(), once it
+ * has been written). */
 struct config {
         struct listen_spec *listens;
         size_t n_listens;

@@ -8,8 +8,9 @@
 
 #include "sd.h"
 
-/* The soname prebind was built against, from meson (libsystemd's
- * pkg-config), so the loaded library matches the headers. */
+/* libsystemd's soname: it has been libsystemd.so.0 since the library
+ * was created (its ABI is kept stable), and a build may override it with
+ * -DLIBSYSTEMD_SONAME=… where a distribution ships another. */
 #ifndef LIBSYSTEMD_SONAME
 #define LIBSYSTEMD_SONAME "libsystemd.so.0"
 #endif
