@@ -214,10 +214,13 @@ int job_setup(const struct config *config, struct job *ret) {
 }
 
 void job_done(struct job *job) {
-        /* Close the sockets first: clients still queued in the backlog get
-         * a reset at once instead of hanging on a server that is gone. */
-        for (size_t i = 0; i < job->n_sockets; i++)
+        /* Give the sockets up first: clients still queued in the backlog
+         * get a reset at once instead of hanging on a server that is gone,
+         * even where a leftover process of COMMAND's still holds a copy. */
+        for (size_t i = 0; i < job->n_sockets; i++) {
+                socket_give_up(&job->sockets[i]);
                 socket_release(&job->sockets[i]);
+        }
         publication_withdraw(&job->publication);
         free(job->sockets);
         for (size_t i = 0; job->setenv && i < job->n_setenv; i++)
@@ -309,7 +312,9 @@ int job_run(struct job *job, struct outcome *ret) {
         if (r < 0)
                 return log_error_errno(r, "cannot block signals: %m");
         job->signal_fd = r;
-        if (c->subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        /* --group: the group's orphans come to prebind, whose reaping
+         * then tells when the group is gone (LC_DRAINING). */
+        if ((c->subreaper || (c->group && !c->accept)) && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 return log_error_errno(errno, "cannot become a subreaper: %m");
         return c->accept ? accept_run(job, ret) : supervise(job, ret);
 }

@@ -6,7 +6,23 @@ enum lc_state lifecycle_started(const struct lc_facts *facts) {
 }
 
 bool lifecycle_has_child(enum lc_state state) {
-        return state != LC_RESTART_PENDING && state != LC_DONE;
+        return state != LC_RESTART_PENDING && state != LC_DRAINING && state != LC_DONE;
+}
+
+/* COMMAND exited for good. With --group, what is left of its process
+ * group is told to stop (as dumb-init's setsid mode), and with
+ * --kill-after waited for, then killed. */
+static struct lc_transition finished(const struct lc_facts *f, unsigned actions) {
+        if (!f->group_left)
+                return (struct lc_transition) { LC_DONE, actions };
+        if (!f->kill_after)
+                return (struct lc_transition) { LC_DONE, actions | LC_ACT_TERM_GROUP };
+        return (struct lc_transition) { LC_DRAINING, actions | LC_ACT_TERM_GROUP | LC_ACT_ARM_KILL };
+}
+
+/* A new COMMAND follows: the old one's group is told to stop, not waited for. */
+static unsigned term_group(const struct lc_facts *f) {
+        return f->group_left ? LC_ACT_TERM_GROUP : 0;
 }
 
 /* COMMAND exited while it was meant to run: restart it, or not. Requested
@@ -14,12 +30,13 @@ bool lifecycle_has_child(enum lc_state state) {
  * delay applies to them. */
 static struct lc_transition exited_unasked(const struct lc_facts *f) {
         if (!f->restart_wanted)
-                return (struct lc_transition) { LC_DONE, 0 };
+                return finished(f, 0);
         if (f->restart_limit_hit)
-                return (struct lc_transition) { LC_DONE, LC_ACT_GIVE_UP };
+                return finished(f, LC_ACT_GIVE_UP);
         if (f->restart_delay)
-                return (struct lc_transition) { LC_RESTART_PENDING, LC_ACT_TELL_RELOADING | LC_ACT_ARM_RESTART };
-        return (struct lc_transition) { lifecycle_started(f), LC_ACT_TELL_RELOADING | LC_ACT_START };
+                return (struct lc_transition) { LC_RESTART_PENDING,
+                                                term_group(f) | LC_ACT_TELL_RELOADING | LC_ACT_ARM_RESTART };
+        return (struct lc_transition) { lifecycle_started(f), term_group(f) | LC_ACT_TELL_RELOADING | LC_ACT_START };
 }
 
 struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
@@ -52,6 +69,8 @@ struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, co
                         return (struct lc_transition) { lifecycle_started(f), LC_ACT_START };
                 return same;
         case LC_KILL_TIMEOUT:
+                if (state == LC_DRAINING)
+                        return (struct lc_transition) { LC_DONE, LC_ACT_KILL_GROUP };
                 return lifecycle_has_child(state) && !live ? (struct lc_transition) { state, LC_ACT_KILL } : same;
         case LC_RESTART_DUE:
                 return state == LC_RESTART_PENDING ? (struct lc_transition) { lifecycle_started(f), LC_ACT_START }
@@ -60,12 +79,15 @@ struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, co
                 if (live)
                         return exited_unasked(f);
                 if (state == LC_RESTARTING)
-                        return (struct lc_transition) { lifecycle_started(f), LC_ACT_TELL_RELOADING | LC_ACT_START };
+                        return (struct lc_transition) { lifecycle_started(f),
+                                                        term_group(f) | LC_ACT_TELL_RELOADING | LC_ACT_START };
                 if (state == LC_STOPPING || state == LC_NOT_READY)
-                        return (struct lc_transition) { LC_DONE, 0 };
+                        return finished(f, 0);
                 return same;
         case LC_START_FAILED:
                 return (struct lc_transition) { LC_DONE, 0 };
+        case LC_GROUP_GONE:
+                return state == LC_DRAINING ? (struct lc_transition) { LC_DONE, 0 } : same;
         default:
                 return same;
         }
@@ -76,6 +98,7 @@ const char *lifecycle_state_name(enum lc_state state) {
                 [LC_WAITING_READY] = "waiting-ready", [LC_RUNNING] = "running",
                 [LC_RESTARTING] = "restarting",       [LC_RESTART_PENDING] = "restart-pending",
                 [LC_STOPPING] = "stopping",           [LC_NOT_READY] = "not-ready",
+                [LC_DRAINING] = "draining",
                 [LC_DONE] = "done",
         };
         return state >= 0 && state < _LC_STATE_MAX ? names[state] : "?";
@@ -87,6 +110,7 @@ const char *lifecycle_event_name(enum lc_event event) {
                 [LC_SHUTDOWN] = "shutdown",     [LC_RESTART_REQUEST] = "restart-request",
                 [LC_KILL_TIMEOUT] = "kill-timeout", [LC_RESTART_DUE] = "restart-due",
                 [LC_EXITED] = "exited",         [LC_START_FAILED] = "start-failed",
+                [LC_GROUP_GONE] = "group-gone",
         };
         return event >= 0 && event < _LC_EVENT_MAX ? names[event] : "?";
 }

@@ -13,6 +13,7 @@ enum lc_state {
         LC_RESTART_PENDING,     /* COMMAND exited; the next starts after --restart-delay */
         LC_STOPPING,            /* SIGTERM/SIGINT: waiting for COMMAND, no restart */
         LC_NOT_READY,           /* readiness timed out: COMMAND told to stop; ends 124 */
+        LC_DRAINING,            /* --group: COMMAND exited, the rest of its group was told to stop */
         LC_DONE,
         _LC_STATE_MAX,
 };
@@ -26,6 +27,7 @@ enum lc_event {
         LC_RESTART_DUE,         /* --restart-delay passed */
         LC_EXITED,              /* COMMAND exited and was reaped */
         LC_START_FAILED,        /* a new COMMAND could not be started */
+        LC_GROUP_GONE,          /* --group: no process of COMMAND's group is left */
         _LC_EVENT_MAX,
 };
 
@@ -40,7 +42,9 @@ enum lc_action {
         LC_ACT_TELL_RELOADING = 1 << 6, /* RELOADING=1, if published */
         LC_ACT_GIVE_UP = 1 << 7,        /* say that the restart limit was hit */
         LC_ACT_ARM_RESTART = 1 << 8,    /* start the --restart-delay clock */
-        LC_ACT_START = 1 << 9,          /* start a new COMMAND */
+        LC_ACT_TERM_GROUP = 1 << 9,     /* --group: SIGTERM what is left of the exited COMMAND's group */
+        LC_ACT_KILL_GROUP = 1 << 10,    /* …and SIGKILL it */
+        LC_ACT_START = 1 << 11,         /* start a new COMMAND */
 };
 
 /* What the supervisor knows when an event comes, for the transitions that
@@ -50,6 +54,8 @@ struct lc_facts {
         bool restart_wanted;    /* --restart's policy, for the status COMMAND exited with */
         bool restart_limit_hit; /* …but --restart-limit forbids one more now */
         bool restart_delay;     /* --restart-delay is not 0 */
+        bool group_left;        /* --group: the exited COMMAND's group still has processes */
+        bool kill_after;        /* --kill-after is given */
 };
 
 struct lc_transition {

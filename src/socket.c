@@ -124,7 +124,7 @@ fail:
 }
 
 static int socket_adopt(int fd, char *name, struct bound_socket *ret) {
-        struct bound_socket s = { .fd = fd, .name_owned = name, .name = name ? name : "unknown" };
+        struct bound_socket s = { .fd = fd, .name_owned = name, .name = name ? name : "unknown", .inherited = true };
         socklen_t len = sizeof s.type;
 
         /* Ours now, and like every fd of prebind, close-on-exec: only the
@@ -181,6 +181,23 @@ int sockets_inherit(struct bound_socket **ret) {
         }
         *ret = sockets;
         return n;
+}
+
+void socket_give_up(struct bound_socket *s) {
+        int listening = 0;
+        socklen_t len = sizeof listening;
+
+        if (s->fd < 0 || s->inherited || s->type != SOCK_STREAM ||
+            getsockopt(s->fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening)
+                return;
+        if (shutdown(s->fd, SHUT_RDWR) < 0 || s->addr.sa.sa_family != AF_UNIX)
+                return;
+        /* A unix listening socket that is shut down refuses new clients,
+         * but those already queued would wait for the last copy to close:
+         * close them now (they read EOF). The backlog bounds the loop. */
+        (void) fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) | O_NONBLOCK);
+        for (int fd; (fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
+                close(fd);
 }
 
 void socket_release(struct bound_socket *s) {

@@ -22,6 +22,7 @@ struct bound_socket {
         int type;                       /* SOCK_STREAM or SOCK_DGRAM */
         union sockaddr_any addr;        /* from getsockname(): the real port */
         socklen_t addr_len;
+        bool inherited;                 /* passed to prebind (LISTEN_FDS), not bound by it */
         /* A unix socket file prebind created, and removes on exit only if
          * it is still the same inode. */
         char *created_path;
@@ -38,6 +39,16 @@ int socket_bind(const struct listen_spec *spec, const struct socket_options *opt
  * their names, as sd_listen_fds_with_names(3) reads them. Returns the
  * number taken (0 if none) and a new array in *ret, or -errno. */
 int sockets_inherit(struct bound_socket **ret);
+
+/* prebind gives the socket up for good: make sure that no copy of it
+ * left in another process (a daemonized server, a wrapper's background
+ * child) keeps accepting into a backlog nobody serves. A listening stream
+ * socket prebind bound itself is shut down, which stops it in every
+ * process that shares it: new clients are refused, TCP clients queued in
+ * the backlog are reset, unix ones are accepted and closed here. Sockets
+ * prebind was passed are its activator's (systemd keeps listening on
+ * them) and are left alone, as are datagram sockets. */
+void socket_give_up(struct bound_socket *s);
 
 /* Close the socket and remove the socket file it created, if any. */
 void socket_release(struct bound_socket *s);

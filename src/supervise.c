@@ -32,6 +32,7 @@ struct supervisor {
         struct loop *loop;
         enum lc_state state;
         pid_t child;            /* COMMAND; 0 when none runs */
+        pid_t group;            /* --group: the last COMMAND's process group */
         int pidfd;              /* -1 where pidfd_open() is missing: SIGCHLD alone */
         int kill_timer_fd;      /* --kill-after; -1 until armed */
         int restart_timer_fd;   /* --restart-delay; -1 when no restart is due */
@@ -109,6 +110,12 @@ static bool restart_limit_hit(struct supervisor *s) {
         return false;
 }
 
+/* --group: does the exited COMMAND's process group still have members?
+ * (kill() with signal 0 checks, and says ESRCH for an empty group.) */
+static bool group_left(const struct supervisor *s) {
+        return s->config->group && s->group > 0 && kill(-s->group, 0) == 0;
+}
+
 static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
         const struct config *c = s->config;
         bool exited = s->outcome.kind == OUTCOME_EXITED;
@@ -117,6 +124,8 @@ static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
                 .restart_wanted = c->restart == RESTART_ALWAYS ||
                                   (c->restart == RESTART_ON_FAILURE && (!exited || s->outcome.status != 0)),
                 .restart_delay = c->restart_delay_usec > 0,
+                .group_left = event == LC_EXITED && group_left(s),
+                .kill_after = c->kill_after_usec > 0,
         };
 
         /* The limit counts restarts that happen: ask only when one would. */
@@ -156,6 +165,7 @@ static int start_command(struct supervisor *s) {
                 return -err;
         }
         s->child = child.pid;
+        s->group = s->config->group ? child.pid : 0;
         log_debug("started '%s' as pid %d", command_name(s), (int) child.pid);
 
         /* Our own child cannot be reaped by anyone else, so its pid is not
@@ -205,6 +215,16 @@ static void act(struct supervisor *s, unsigned actions) {
         if (actions & LC_ACT_GIVE_UP)
                 log_error("'%s' was restarted %u times within %.1fs: giving up", command_name(s), c->restart_burst,
                           (double) c->restart_interval_usec / USEC_PER_SEC);
+        if (actions & LC_ACT_TERM_GROUP) {
+                log_debug("'%s' exited; stopping the rest of its process group %d", command_name(s), (int) s->group);
+                (void) signal_process(s->group, true, SIGTERM);
+                /* Stopped members would not see it before SIGCONT. */
+                (void) signal_process(s->group, true, SIGCONT);
+        }
+        if (actions & LC_ACT_KILL_GROUP) {
+                log_info("process group %d still running after --kill-after, sending SIGKILL", (int) s->group);
+                (void) signal_process(s->group, true, SIGKILL);
+        }
         if (actions & LC_ACT_ARM_RESTART)
                 arm_timer(s, &s->restart_timer_fd, c->restart_delay_usec, on_restart_timer, "restart");
         if (actions & LC_ACT_START) {
@@ -260,8 +280,9 @@ static void command_exited(struct supervisor *s, int status) {
         on_event(s, LC_EXITED);
 }
 
-/* Reap every child that has exited: COMMAND, and as PID 1 or a subreaper,
- * adopted orphans. */
+/* Reap every child that has exited: COMMAND, and as PID 1 or a subreaper
+ * (--group makes prebind one), adopted orphans: members of COMMAND's
+ * group among them, whose exits tell when the group is gone. */
 static void reap(struct supervisor *s) {
         pid_t pid;
         int status;
@@ -269,6 +290,8 @@ static void reap(struct supervisor *s) {
         while (reap_one(&pid, &status) > 0)
                 if (pid == s->child)
                         command_exited(s, status);
+        if (s->state == LC_DRAINING && !group_left(s))
+                on_event(s, LC_GROUP_GONE);
 }
 
 static int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata) {
