@@ -185,7 +185,7 @@ int spawn_release(struct spawned *s) {
         while (k < 0 && errno == EINTR);
         close(s->error_fd);
         s->error_fd = -1;
-        return k == sizeof err ? err : 0;
+        return k == sizeof err ? -err : 0;
 }
 
 void spawn_abandon(struct spawned *s) {

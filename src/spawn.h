@@ -43,7 +43,8 @@ struct spawned {
 int spawn_child(const struct spawn_plan *plan, struct spawned *ret);
 
 /* Let the child exec (open the gate), and wait for the outcome: returns 0
- * when COMMAND runs, or the positive errno of the failed exec. */
+ * when COMMAND runs, or -errno of the failed exec (the child has then
+ * exited: reap it). */
 int spawn_release(struct spawned *s);
 
 /* Do not let it exec after all (publishing failed): closing the gate

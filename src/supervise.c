@@ -143,7 +143,7 @@ static int start_command(struct supervisor *s) {
         struct spawn_plan plan = job_spawn_plan(s->job);
         bool needs_ready = readiness_needed(s->job->readiness);
         struct spawned child;
-        int r, err;
+        int r;
 
         /* setup_signals() made every disposition the default. */
         plan.dispositions_are_default = true;
@@ -157,12 +157,12 @@ static int start_command(struct supervisor *s) {
                 spawn_abandon(&child);
                 return r;
         }
-        err = spawn_release(&child);
-        if (err > 0) {
-                log_error_errno(err, "cannot run '%s': %m", command_name(s));
+        r = spawn_release(&child);
+        if (r < 0) {
+                log_error_errno(r, "cannot run '%s': %m", command_name(s));
                 waitpid(child.pid, NULL, 0);
-                s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, err };
-                return -err;
+                s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
+                return r;
         }
         s->child = child.pid;
         s->group = s->config->group ? child.pid : 0;
