@@ -252,7 +252,9 @@ static void on_event(struct supervisor *s, enum lc_event event) {
                 log_not_ready(s);
         if (event == LC_EXITED && s->state == LC_WAITING_READY && t.state == LC_DONE)
                 log_error("'%s' exited before it was ready, with status %d", command_name(s), s->outcome.status);
-        if (s->state == LC_NOT_READY && t.state == LC_DONE)
+        /* However it ends after that (killed, its --group drained), a
+         * COMMAND stopped for not being ready makes the job "not ready". */
+        if (event == LC_EXITED && s->state == LC_NOT_READY)
                 s->outcome.kind = OUTCOME_NOT_READY;
         /* Leaving the wait, however: no timeout or probe is left behind
          * (a new COMMAND starts its own). */
@@ -285,11 +287,15 @@ static void command_exited(struct supervisor *s, int status) {
  * group among them, whose exits tell when the group is gone. */
 static void reap(struct supervisor *s) {
         pid_t pid;
-        int status;
+        int status, command_status = -1;
 
+        /* Every zombie first: one left unreaped would still count as a
+         * member of COMMAND's group. */
         while (reap_one(&pid, &status) > 0)
                 if (pid == s->child)
-                        command_exited(s, status);
+                        command_status = status;
+        if (command_status >= 0)
+                command_exited(s, command_status);
         if (s->state == LC_DRAINING && !group_left(s))
                 on_event(s, LC_GROUP_GONE);
 }

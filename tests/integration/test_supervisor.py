@@ -44,6 +44,17 @@ def test_every_catchable_and_realtime_signal_is_forwarded_exactly_once(start, tm
 GROUP_SCRIPT = """trap '' USR1 HUP; "$0" --signal-log "$1" --sleep 20 >/dev/null & echo $! > "$2"; wait"""
 
 
+def has_open(pid, path):
+    """Has pid the file path open? Its fds come and go while we look."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
 @pytest.mark.parametrize("group", [True, False])
 def test_group_reaches_a_grandchild(start, tmp_path, group):
     log, pidfile = tmp_path / "signals", tmp_path / "pid"
@@ -52,8 +63,7 @@ def test_group_reaches_a_grandchild(start, tmp_path, group):
     assert wait_for(lambda: pidfile.exists() and pidfile.read_text().strip())
     grandchild = int(pidfile.read_text())
     # The probe opens its log before it installs its handlers: wait for that.
-    assert wait_for(lambda: any(os.readlink(f"/proc/{grandchild}/fd/{fd}") == str(log)
-                                for fd in os.listdir(f"/proc/{grandchild}/fd")))
+    assert wait_for(lambda: has_open(grandchild, log))
     time.sleep(0.2)
     p.send(signal.SIGUSR1)
     if group:

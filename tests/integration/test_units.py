@@ -179,6 +179,18 @@ def test_both_services_notify_systemd_from_the_main_process(units):
         assert service["KillMode"] == ["mixed"], name
 
 
+def unix_listening(path):
+    """Is a unix stream socket listening at path? Read from /proc/net/unix
+    (flag __SO_ACCEPTCON), without connecting: a connection would start the
+    service."""
+    with open("/proc/net/unix") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 8 and fields[7] == str(path) and int(fields[3], 16) & 0x10000:
+                return True
+    return False
+
+
 def test_socket_pair_under_systemd_socket_activate(units, tmp_path):
     """prebind-demo.socket + prebind-demo.service: systemd-socket-activate
     plays systemd's part (it owns the socket, names it, starts the service
@@ -204,7 +216,9 @@ def test_socket_pair_under_systemd_socket_activate(units, tmp_path):
                             "-E", f"NOTIFY_SOCKET={notify.path}", "--", *argv],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(address.exists), "systemd-socket-activate did not listen"
+        # Listening, not only bound: the file exists between bind() and
+        # listen(), and a connection in that gap is refused.
+        assert wait_for(lambda: unix_listening(address)), "systemd-socket-activate did not listen"
         assert not port_file.exists()  # the service starts on the first connection
         # The server (--expect web:stream) got the socket as fd 3 with its name.
         status, body = http_get(f"unix:{address}")
