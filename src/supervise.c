@@ -186,8 +186,9 @@ static void log_not_ready(struct supervisor *s) {
                   (double) s->config->ready_timeout_usec / USEC_PER_SEC);
 }
 
-/* Carry out a transition's actions, in the order of enum lc_action. */
-static void act(struct supervisor *s, unsigned actions) {
+/* Carry out a transition's actions, in the order of enum lc_action.
+ * Returns the event they caused (a start that failed), or -1. */
+static int act(struct supervisor *s, unsigned actions) {
         const struct config *c = s->config;
         int r;
 
@@ -235,22 +236,18 @@ static void act(struct supervisor *s, unsigned actions) {
                          * 126/127; anything else is prebind's failure. */
                         if (s->outcome.kind != OUTCOME_EXEC_FAILED)
                                 s->error = r;
-                        on_event(s, LC_START_FAILED);
+                        return LC_START_FAILED;
                 }
         }
+        return -1;
 }
 
-/* The one place where the state changes. */
-static void on_event(struct supervisor *s, enum lc_event event) {
-        struct lc_facts facts = facts_for(s, event);
-        struct lc_transition t = lifecycle_next(s->state, event, &facts);
-
-        if (t.state != s->state || t.actions)
-                log_debug("%s: %s -> %s", lifecycle_event_name(event), lifecycle_state_name(s->state),
-                          lifecycle_state_name(t.state));
-        if (event == LC_READY_TIMEOUT && t.state == LC_NOT_READY)
+/* What a transition means beyond its actions: messages, the outcome,
+ * readiness left behind. */
+static void note_transition(struct supervisor *s, enum lc_event event, enum lc_state next) {
+        if (event == LC_READY_TIMEOUT && next == LC_NOT_READY)
                 log_not_ready(s);
-        if (event == LC_EXITED && s->state == LC_WAITING_READY && t.state == LC_DONE)
+        if (event == LC_EXITED && s->state == LC_WAITING_READY && next == LC_DONE)
                 log_error("'%s' exited before it was ready, with status %d", command_name(s), s->outcome.status);
         /* However it ends after that (killed, its --group drained), a
          * COMMAND stopped for not being ready makes the job "not ready". */
@@ -258,10 +255,24 @@ static void on_event(struct supervisor *s, enum lc_event event) {
                 s->outcome.kind = OUTCOME_NOT_READY;
         /* Leaving the wait, however: no timeout or probe is left behind
          * (a new COMMAND starts its own). */
-        if (s->state == LC_WAITING_READY && t.state != LC_WAITING_READY)
+        if (s->state == LC_WAITING_READY && next != LC_WAITING_READY)
                 readiness_stop(s->job->readiness);
-        s->state = t.state;
-        act(s, t.actions);
+}
+
+/* The one place where the state changes: the transition for event, its
+ * actions, and those of any event the actions caused. */
+static void on_event(struct supervisor *s, enum lc_event event) {
+        for (int next = (int) event; next >= 0;) {
+                struct lc_facts facts = facts_for(s, (enum lc_event) next);
+                struct lc_transition t = lifecycle_next(s->state, (enum lc_event) next, &facts);
+
+                if (t.state != s->state || t.actions)
+                        log_debug("%s: %s -> %s", lifecycle_event_name((enum lc_event) next),
+                                  lifecycle_state_name(s->state), lifecycle_state_name(t.state));
+                note_transition(s, (enum lc_event) next, t.state);
+                s->state = t.state;
+                next = act(s, t.actions);
+        }
 }
 
 /* COMMAND exited with status (exit_status_of()). */
