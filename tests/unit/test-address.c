@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "address.h"
+#include "unit.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define SUN_PATH_OFFSET offsetof(struct sockaddr_un, sun_path)
@@ -741,11 +742,5 @@ static Suite *address_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(address_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(address_suite());
 }

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "log.h"
 #include "version.h"
+#include "unit.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ARGV(...) ((const char *const[]){ __VA_ARGS__, NULL })
@@ -942,11 +943,5 @@ static Suite *config_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(config_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(config_suite());
 }

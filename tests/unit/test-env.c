@@ -9,6 +9,7 @@
 
 #include "socket.h"
 #include "spawn.h"
+#include "unit.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 /* A NULL-terminated string vector from literals, as the API takes it. */
@@ -357,11 +358,5 @@ static Suite *env_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(env_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(env_suite());
 }

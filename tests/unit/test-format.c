@@ -14,6 +14,7 @@
 #include "config.h"
 #include "format.h"
 #include "socket.h"
+#include "unit.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -695,11 +696,5 @@ static Suite *format_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(format_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(format_suite());
 }

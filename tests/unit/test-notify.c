@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "notify.h"
+#include "unit.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -589,11 +590,5 @@ static Suite *notify_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(notify_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(notify_suite());
 }

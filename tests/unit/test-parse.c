@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "parse.h"
+#include "unit.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -221,11 +222,5 @@ static Suite *parse_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(parse_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(parse_suite());
 }

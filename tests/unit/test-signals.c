@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "signals.h"
+#include "unit.h"
 
 static struct signalfd_siginfo info(int sig, int code, pid_t pid) {
         struct signalfd_siginfo si = { .ssi_signo = (uint32_t) sig, .ssi_code = code, .ssi_pid = (uint32_t) pid };
@@ -82,8 +83,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("signals");
         TCase *tc = tcase_create("classify");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(tc, test_sigchld_is_reaped_never_forwarded);
         tcase_add_test(tc, test_own_sigpipe_is_dropped_anothers_forwarded);
@@ -92,9 +91,5 @@ int main(void) {
         tcase_add_test(tc, test_terminal_stops_stop_prebind_too);
         tcase_add_test(tc, test_realtime_and_faults_sent_by_kill_are_forwarded);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return unit_run(s);
 }

@@ -10,6 +10,7 @@
 
 #include "socket.h"
 #include "template.h"
+#include "unit.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -284,11 +285,5 @@ static Suite *template_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(template_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(template_suite());
 }

@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: MIT */
+/* The supervisor's event loop (loop.c) on real fds: pipes and eventfds as
+ * sources, handlers that add and remove sources while a batch is being
+ * dispatched, errors that end dispatch, and the one-shot timers. Every
+ * wait is bounded (a few hundred milliseconds at most). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loop.h"
+#include "unit.h"
+
+/* What the handlers saw. */
+struct seen {
+        int calls;
+        int fd;
+        uint32_t revents;
+};
+
+static int record(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct seen *s = userdata;
+
+        s->calls++;
+        s->fd = fd;
+        s->revents = revents;
+        return 0;
+}
+
+static int drain_and_record(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        uint64_t v;
+
+        ck_assert_int_eq(read(fd, &v, sizeof v), (ssize_t) sizeof v);
+        return record(l, fd, revents, userdata);
+}
+
+static int new_eventfd(void) {
+        int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+        ck_assert_int_ge(fd, 0);
+        return fd;
+}
+
+static void signal_eventfd(int fd) {
+        uint64_t one = 1;
+
+        ck_assert_int_eq(write(fd, &one, sizeof one), (ssize_t) sizeof one);
+}
+
+static struct loop *new_loop(void) {
+        struct loop *l = NULL;
+
+        ck_assert_int_eq(loop_new(&l), 0);
+        ck_assert_ptr_nonnull(l);
+        return l;
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* ---- sources ------------------------------------------------------------- */
+
+START_TEST(test_pipe_readable_dispatches_its_handler) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int p[2];
+
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+        ck_assert_int_eq(loop_add(l, p[0], EPOLLIN, record, &seen), 0);
+        /* Nothing ready: a bounded wait dispatches nothing. */
+        ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
+        ck_assert_int_eq(seen.calls, 0);
+        ck_assert_int_eq(write(p[1], "x", 1), 1);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen.calls, 1);
+        ck_assert_int_eq(seen.fd, p[0]);
+        ck_assert(seen.revents & EPOLLIN);
+        /* Level-triggered: still readable, called again. */
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen.calls, 2);
+        /* The writer goes: EPOLLHUP reaches the handler. */
+        close(p[1]);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert(seen.revents & EPOLLHUP);
+        loop_free(l);
+        close(p[0]);
+}
+END_TEST
+
+START_TEST(test_add_rejects_bad_fd_duplicate_and_no_handler) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int e = new_eventfd(), dir;
+
+        ck_assert_int_eq(loop_add(l, -1, EPOLLIN, record, &seen), -EINVAL);
+        ck_assert_int_eq(loop_add(l, e, EPOLLIN, NULL, &seen), -EINVAL);
+        ck_assert_int_eq(loop_add(l, e, EPOLLIN, record, &seen), 0);
+        ck_assert_int_eq(loop_add(l, e, EPOLLIN, record, &seen), -EEXIST);
+        /* A closed fd: epoll's own error, and no source left behind. */
+        ck_assert_int_eq(loop_add(l, 900, EPOLLIN, record, &seen), -EBADF);
+        ck_assert_int_eq(loop_modify(l, 900, EPOLLIN), -ENOENT);
+        /* A regular directory cannot be polled: -EPERM, the fd stays free. */
+        dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(dir, 0);
+        ck_assert_int_eq(loop_add(l, dir, EPOLLIN, record, &seen), -EPERM);
+        ck_assert_int_eq(loop_modify(l, dir, EPOLLIN), -ENOENT);
+        close(dir);
+        loop_free(l);
+        close(e);
+}
+END_TEST
+
+START_TEST(test_modify_changes_the_events) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int p[2];
+
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+        /* The write end is writable at once. */
+        ck_assert_int_eq(loop_add(l, p[1], 0, record, &seen), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
+        ck_assert_int_eq(loop_modify(l, p[1], EPOLLOUT), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert(seen.revents & EPOLLOUT);
+        ck_assert_int_eq(loop_modify(l, p[1], 0), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
+        ck_assert_int_eq(seen.calls, 1);
+        ck_assert_int_eq(loop_modify(l, p[0], EPOLLIN), -ENOENT);
+        ck_assert_int_eq(loop_modify(l, -1, EPOLLIN), -ENOENT);
+        loop_free(l);
+        close(p[0]);
+        close(p[1]);
+}
+END_TEST
+
+START_TEST(test_remove_stops_dispatch_and_frees_the_fd) {
+        struct loop *l = new_loop();
+        struct seen a = { 0 }, b = { 0 };
+        int e = new_eventfd();
+
+        ck_assert_int_eq(loop_add(l, e, EPOLLIN, record, &a), 0);
+        signal_eventfd(e);
+        loop_remove(l, e);
+        ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
+        ck_assert_int_eq(a.calls, 0);
+        /* Unknown fds are ignored. */
+        loop_remove(l, e);
+        loop_remove(l, -1);
+        loop_remove(l, 100000);
+        /* The fd may be added again, with another handler. */
+        ck_assert_int_eq(loop_add(l, e, EPOLLIN, drain_and_record, &b), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(a.calls, 0);
+        ck_assert_int_eq(b.calls, 1);
+        loop_free(l);
+        close(e);
+}
+END_TEST
+
+START_TEST(test_many_sources_each_once) {
+        struct loop *l = new_loop();
+        struct seen seen[40] = { 0 };
+        int fds[40], total = 0;
+
+        /* More than one epoll_wait() batch (32), and fds past the table's
+         * first allocation. */
+        for (int i = 0; i < 40; i++) {
+                fds[i] = new_eventfd();
+                ck_assert_int_eq(loop_add(l, fds[i], EPOLLIN, drain_and_record, &seen[i]), 0);
+                signal_eventfd(fds[i]);
+        }
+        for (int turn = 0; turn < 5 && total < 40; turn++) {
+                int k = loop_dispatch_once(l, 1000);
+                ck_assert_int_ge(k, 1);
+                total += k;
+        }
+        ck_assert_int_eq(total, 40);
+        for (int i = 0; i < 40; i++) {
+                ck_assert_int_eq(seen[i].calls, 1);
+                ck_assert_int_eq(seen[i].fd, fds[i]);
+        }
+        loop_free(l);
+        for (int i = 0; i < 40; i++)
+                close(fds[i]);
+}
+END_TEST
+
+/* ---- handlers that change the table -------------------------------------- */
+
+struct remover {
+        int victim;             /* the fd to remove */
+        int calls;
+        struct seen *victim_seen;
+};
+
+static int remove_other(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct remover *r = userdata;
+
+        r->calls++;
+        /* Whichever of the two runs first removes the other. */
+        loop_remove(l, r->victim);
+        return 0;
+}
+
+START_TEST(test_removed_source_with_pending_event_is_not_called) {
+        struct loop *l = new_loop();
+        int a = new_eventfd(), b = new_eventfd();
+        struct remover ra = { .victim = b }, rb = { .victim = a };
+
+        ck_assert_int_eq(loop_add(l, a, EPOLLIN, remove_other, &ra), 0);
+        ck_assert_int_eq(loop_add(l, b, EPOLLIN, remove_other, &rb), 0);
+        signal_eventfd(a);
+        signal_eventfd(b);
+        /* Both are ready in the same batch; the first handler removes the
+         * other, which must not be called. */
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(ra.calls + rb.calls, 1);
+        loop_free(l);
+        close(a);
+        close(b);
+}
+END_TEST
+
+static int remove_self(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        int *calls = userdata;
+
+        (*calls)++;
+        loop_remove(l, fd);
+        return 0;
+}
+
+START_TEST(test_handler_removes_itself) {
+        struct loop *l = new_loop();
+        int e = new_eventfd(), calls = 0;
+
+        ck_assert_int_eq(loop_add(l, e, EPOLLIN, remove_self, &calls), 0);
+        signal_eventfd(e);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        /* Still readable, but no longer watched. */
+        ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
+        ck_assert_int_eq(calls, 1);
+        loop_free(l);
+        close(e);
+}
+END_TEST
+
+struct adder {
+        int fd;
+        struct seen *seen;
+};
+
+static int add_another(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct adder *a = userdata;
+        uint64_t v;
+
+        (void) !read(fd, &v, sizeof v);
+        return loop_add(l, a->fd, EPOLLIN, drain_and_record, a->seen);
+}
+
+START_TEST(test_handler_adds_a_source) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int e = new_eventfd(), f = new_eventfd();
+        struct adder a = { f, &seen };
+
+        ck_assert_int_eq(loop_add(l, e, EPOLLIN, add_another, &a), 0);
+        signal_eventfd(e);
+        signal_eventfd(f);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen.calls, 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen.calls, 1);
+        ck_assert_int_eq(seen.fd, f);
+        loop_free(l);
+        close(e);
+        close(f);
+}
+END_TEST
+
+static int fail_with_eio(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        int *calls = userdata;
+
+        (*calls)++;
+        return -EIO;
+}
+
+START_TEST(test_handler_error_ends_dispatch) {
+        struct loop *l = new_loop();
+        int a = new_eventfd(), b = new_eventfd(), calls_a = 0, calls_b = 0;
+
+        ck_assert_int_eq(loop_add(l, a, EPOLLIN, fail_with_eio, &calls_a), 0);
+        ck_assert_int_eq(loop_add(l, b, EPOLLIN, fail_with_eio, &calls_b), 0);
+        signal_eventfd(a);
+        signal_eventfd(b);
+        /* Both ready; the first error ends the batch: one handler ran. */
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), -EIO);
+        ck_assert_int_eq(calls_a + calls_b, 1);
+        loop_free(l);
+        close(a);
+        close(b);
+}
+END_TEST
+
+START_TEST(test_free_null) {
+        loop_free(NULL);
+}
+END_TEST
+
+/* ---- timers -------------------------------------------------------------- */
+
+static int timer_fired(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct seen *s = userdata;
+
+        timer_drain(fd);
+        return record(l, fd, revents, s);
+}
+
+START_TEST(test_timer_fires_once_after_its_delay) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int t = -1;
+        uint64_t start = now_usec(), elapsed;
+
+        ck_assert_int_eq(timer_start(&t, 30000), 0);
+        ck_assert_int_ge(t, 0);
+        ck_assert_int_eq(fcntl(t, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+        ck_assert(fcntl(t, F_GETFL) & O_NONBLOCK);
+        ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
+        for (int i = 0; i < 20 && seen.calls == 0; i++)
+                ck_assert_int_ge(loop_dispatch_once(l, 100), 0);
+        elapsed = now_usec() - start;
+        ck_assert_int_eq(seen.calls, 1);
+        ck_assert_uint_ge(elapsed, 30000);
+        /* One-shot, and drained: nothing more. */
+        ck_assert_int_eq(loop_dispatch_once(l, 60), 0);
+        ck_assert_int_eq(seen.calls, 1);
+        loop_remove(l, t);
+        timer_stop(&t);
+        ck_assert_int_eq(t, -1);
+        timer_stop(&t);
+        loop_free(l);
+}
+END_TEST
+
+START_TEST(test_timer_zero_fires_at_once) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int t = -1;
+
+        /* A zero it_value would disarm a timerfd: 0 must still fire. */
+        ck_assert_int_eq(timer_start(&t, 0), 0);
+        ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen.calls, 1);
+        loop_remove(l, t);
+        timer_stop(&t);
+        loop_free(l);
+}
+END_TEST
+
+START_TEST(test_timer_rearm_reuses_the_fd_and_postpones) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int t = -1, first;
+
+        ck_assert_int_eq(timer_start(&t, 20000), 0);
+        first = t;
+        /* Re-armed before it fires: the same fd, the later deadline. */
+        ck_assert_int_eq(timer_start(&t, 10000000), 0);
+        ck_assert_int_eq(t, first);
+        ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 80), 0);
+        ck_assert_int_eq(seen.calls, 0);
+        /* And sooner again. */
+        ck_assert_int_eq(timer_start(&t, 1000), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen.calls, 1);
+        loop_remove(l, t);
+        timer_stop(&t);
+        loop_free(l);
+}
+END_TEST
+
+START_TEST(test_timer_drain_makes_it_unreadable) {
+        int t = -1;
+        uint64_t ticks;
+
+        ck_assert_int_eq(timer_start(&t, 1000), 0);
+        usleep(5000);
+        timer_drain(t);
+        ck_assert_int_eq(read(t, &ticks, sizeof ticks), -1);
+        ck_assert_int_eq(errno, EAGAIN);
+        /* Draining an unfired timer does not block. */
+        timer_drain(t);
+        timer_stop(&t);
+}
+END_TEST
+
+START_TEST(test_timer_stop_closes) {
+        int t = -1, saved;
+
+        ck_assert_int_eq(timer_start(&t, 1000000), 0);
+        saved = t;
+        timer_stop(&t);
+        ck_assert_int_eq(t, -1);
+        ck_assert_int_eq(fcntl(saved, F_GETFD), -1);
+        ck_assert_int_eq(errno, EBADF);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("loop");
+        TCase *sources = tcase_create("sources"), *changes = tcase_create("changes"),
+              *timers = tcase_create("timers");
+
+        tcase_add_test(sources, test_pipe_readable_dispatches_its_handler);
+        tcase_add_test(sources, test_add_rejects_bad_fd_duplicate_and_no_handler);
+        tcase_add_test(sources, test_modify_changes_the_events);
+        tcase_add_test(sources, test_remove_stops_dispatch_and_frees_the_fd);
+        tcase_add_test(sources, test_many_sources_each_once);
+        tcase_add_test(sources, test_free_null);
+        suite_add_tcase(s, sources);
+        tcase_add_test(changes, test_removed_source_with_pending_event_is_not_called);
+        tcase_add_test(changes, test_handler_removes_itself);
+        tcase_add_test(changes, test_handler_adds_a_source);
+        tcase_add_test(changes, test_handler_error_ends_dispatch);
+        suite_add_tcase(s, changes);
+        tcase_add_test(timers, test_timer_fires_once_after_its_delay);
+        tcase_add_test(timers, test_timer_zero_fires_at_once);
+        tcase_add_test(timers, test_timer_rearm_reuses_the_fd_and_postpones);
+        tcase_add_test(timers, test_timer_drain_makes_it_unreadable);
+        tcase_add_test(timers, test_timer_stop_closes);
+        suite_add_tcase(s, timers);
+        return unit_run(s);
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* What the unit suites share: running a Suite, and the children some of
+ * them fork. Header-only, so each suite stays one file and one
+ * executable. */
+#pragma once
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Run every test of s and return main()'s exit status. Each test runs in
+ * check's own forked process, except under .ci/analyze's valgrind step
+ * (CK_FORK=no): a test then restores what it changed in the process
+ * (environment, umask, signals, limits, cwd) and leaves no fd open.
+ * CK_VERBOSITY sets the detail. */
+static inline int unit_run(Suite *s) {
+        SRunner *sr = srunner_create(s);
+        int failed;
+
+        srunner_run_all(sr, CK_ENV);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* check's forked test process handles SIGTERM and SIGINT by killing its
+ * whole process group: a child the test forks must not inherit that. */
+static inline void unit_default_signals(void) {
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGALRM, SIG_DFL);
+}
+
+/* Fork a child that runs code under test and reports through its exit
+ * status. stdio is flushed first, so that the child's exit() repeats no
+ * output: exit(), not _exit(), writes the line counts of a coverage build
+ * (.ci/coverage). */
+static inline pid_t unit_fork(void) {
+        pid_t pid;
+
+        fflush(NULL);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        return pid;
+}
+
+/* Wait for pid within about 10 s (SIGKILL and fail after that: a child
+ * forked under valgrind is slow); returns its raw wait status. */
+static inline int unit_wait_bounded(pid_t pid) {
+        int status;
+
+        for (int i = 0; i < 2000; i++) {
+                pid_t k = waitpid(pid, &status, WNOHANG);
+
+                ck_assert_int_ge(k, 0);
+                if (k == pid)
+                        return status;
+                usleep(5000);
+        }
+        kill(pid, SIGKILL);
+        ck_abort_msg("pid %d did not exit in time", (int) pid);
+        return -1;
+}
+
+/* A scratch directory for one test: unit_dir_make() (a fixture's setup)
+ * creates it under /tmp, unit_dir_remove() (its teardown) removes it with
+ * all it holds; unit_path() names a file in it (the last four names
+ * stay valid). */
+static char unit_dir[64] __attribute__((unused));
+
+static inline void unit_dir_make(void) {
+        strcpy(unit_dir, "/tmp/prebind-unit-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(unit_dir));
+}
+
+static inline void unit_dir_remove(void) {
+        char cmd[128];
+
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", unit_dir);
+        (void) !system(cmd);
+}
+
+static inline char *unit_path(const char *name) {
+        static char paths[4][128];
+        static int next;
+        char *p = paths[next++ % 4];
+
+        snprintf(p, sizeof paths[0], "%s/%s", unit_dir, name);
+        return p;
+}
