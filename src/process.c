@@ -39,7 +39,8 @@ int signal_process(pid_t pid, bool group, int sig) {
 
 bool process_descends_from(pid_t pid, pid_t root) {
         for (int depth = 0; depth < 64 && pid > 1; depth++) {
-                char path[64], buf[512], *p;
+                char path[64], buf[1024], *p;
+                size_t n;
                 FILE *f;
                 int ppid;
 
@@ -49,9 +50,16 @@ bool process_descends_from(pid_t pid, pid_t root) {
                 f = fopen(path, "re");
                 if (!f)
                         return false;
-                /* The name in parentheses may hold anything, ')' too. */
-                p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+                /* The name in parentheses is the process's own choice
+                 * (prctl(PR_SET_NAME)) and may hold anything, ')' and
+                 * '\n' too: read the whole record, not a line, and take
+                 * the last ')'. A line would end inside a name such as
+                 * "x) S 1234\n" and give any process the parent it
+                 * names. Nothing after the name holds a ')'. */
+                n = fread(buf, 1, sizeof buf - 1, f);
                 fclose(f);
+                buf[n] = '\0';
+                p = strrchr(buf, ')');
                 /* NOLINTNEXTLINE(cert-err34-c): the kernel wrote this number */
                 if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
                         return false;

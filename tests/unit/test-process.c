@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -290,6 +291,41 @@ START_TEST(test_descends_unrelated_and_pid_1) {
 }
 END_TEST
 
+START_TEST(test_descends_not_fooled_by_a_name) {
+        pid_t root = child_waiting(false), spoofer;
+        int p[2];
+        char c;
+
+        /* A process's name (comm) is its own to choose and may hold ')'
+         * and a newline: "x) S <root>\n" makes the first line of its
+         * /proc/PID/stat read as if root were its parent. */
+        ck_assert_int_eq(pipe(p), 0);
+        spoofer = fork();
+        ck_assert_int_ge(spoofer, 0);
+        if (spoofer == 0) {
+                char name[16];
+
+                unit_default_signals();
+                snprintf(name, sizeof name, "x) S %d\n", (int) root);
+                prctl(PR_SET_NAME, name, 0, 0, 0);
+                (void) !write(p[1], "x", 1);
+                for (int i = 0; i < 100; i++)
+                        usleep(100000);
+                _exit(0);
+        }
+        close(p[1]);
+        ck_assert_int_eq(read(p[0], &c, 1), 1);
+        close(p[0]);
+        ck_assert(!process_descends_from(spoofer, root));
+        /* Its real parent is still found past the name. */
+        ck_assert(process_descends_from(spoofer, getpid()));
+        kill(spoofer, SIGKILL);
+        kill(root, SIGKILL);
+        unit_wait_bounded(spoofer);
+        unit_wait_bounded(root);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("process");
         TCase *status = tcase_create("exit-status"), *reap = tcase_create("reap"), *sig = tcase_create("signal"),
@@ -312,6 +348,7 @@ int main(void) {
         tcase_add_test(descent, test_descends_self_and_child);
         tcase_add_test(descent, test_descends_grandchild);
         tcase_add_test(descent, test_descends_unrelated_and_pid_1);
+        tcase_add_test(descent, test_descends_not_fooled_by_a_name);
         suite_add_tcase(s, descent);
         return unit_run(s);
 }
