@@ -25,13 +25,36 @@ PREBIND = pytest_prebind.find_prebind()
 def test_keyword_arguments_become_options():
     srv = Server(["server", "--port={port}"],
                  listen={"web": "0", "admin": "@adm"}, setenv={"A": "{url}", "HOME": None},
-                 subst=True, ready=2.5, ready_timeout="3s", restart="on-failure", group=True,
-                 options=["--intercept=8080", "--ready-http=/health"], stop_timeout=2)
+                 subst=True, ready=2.5, ready_timeout="3s", ready_log="Ready to accept",
+                 ready_http="/health", ready_exec="curl -f {url}", intercept={"web": 8080},
+                 restart="on-failure", group=True,
+                 options=["--netns", "--ready-interval=50ms"], stop_timeout=2)
     assert srv.argv == [
         PREBIND, "--port-fd=N", "--format=json", "--die-with-parent", "--kill-after=2s",
         "--listen=web=0", "--listen=admin=@adm", "--setenv=A={url}", "--setenv=HOME",
-        "--subst", "--ready=2500ms", "--ready-timeout=3s", "--restart=on-failure", "--group",
-        "--intercept=8080", "--ready-http=/health", "--", "server", "--port={port}"]
+        "--subst", "--ready=2500ms", "--ready-timeout=3s", "--ready-log=Ready to accept",
+        "--ready-http=/health", "--ready-exec=curl -f {url}", "--intercept=web=8080",
+        "--restart=on-failure", "--group",
+        "--netns", "--ready-interval=50ms", "--", "server", "--port={port}"]
+
+
+@pytest.mark.parametrize("intercept, expected", [
+    (8080, ["--intercept=8080"]), ("web=8080", ["--intercept=web=8080"]),
+    ([8080, "admin=9090"], ["--intercept=8080", "--intercept=admin=9090"]),
+])
+def test_intercept_forms(intercept, expected):
+    assert Server(["x"], intercept=intercept).options == expected
+    assert Server(["x"], ready_http=True).options == ["--ready-http"]
+
+
+@pytest.mark.parametrize("kwargs, timeout", [
+    ({}, 60), ({"timeout": 5}, 5), ({"timeout": None}, None),
+    ({"ready": True}, 95), ({"ready": 10}, 60), ({"ready": "2m"}, 125), ({"ready": "infinity"}, None),
+    ({"ready": True, "ready_timeout": "100s"}, 105), ({"ready_log": "up"}, 95),
+    ({"ready_http": True, "ready_timeout": "500ms"}, 60),
+])
+def test_start_timeout_follows_readiness(kwargs, timeout):
+    assert Server(["x"], **kwargs).timeout == timeout
 
 
 @pytest.mark.parametrize("listen, expected", [
@@ -64,7 +87,8 @@ def test_exec_drops_the_supervisor_options():
     ({"options": ["--port-fd=7"]}, ValueError),
     ({"options": "--exec"}, TypeError),
     ({"stop_timeout": 0}, ValueError),
-    ({"ready": "x", "ready_timeout": True}, TypeError),
+    ({"ready": "soon"}, ValueError),
+    ({"ready": 1, "ready_timeout": True}, TypeError),
 ])
 def test_bad_arguments_are_refused_before_anything_runs(kwargs, error):
     with pytest.raises(error):
@@ -256,6 +280,17 @@ def test_server_exits_early():
         Server(command, ready=TIMEOUT).start()
     assert e.value.status == 3 and "server: config file missing" in e.value.output
     assert any("exited before it was ready" in line for line in e.value.error_lines)
+
+
+def test_error_shows_the_end_of_a_long_output():
+    command = [PYTHON, "-c", "print('x' * 200000); print('the last line'); raise SystemExit(4)"]
+    with pytest.raises(StartError) as e:
+        Server(command, ready=TIMEOUT).start()
+    assert e.value.status == 4
+    assert e.value.output.splitlines()[-2:] == [
+        "the last line", "prebind: '%s' exited before it was ready, with status 4" % PYTHON]
+    assert len(e.value.output) <= 64 * 1024
+    assert "... (199700 more characters)" in str(e.value)  # the message shortens long lines
 
 
 def test_not_ready_in_time():

@@ -70,11 +70,11 @@ class _Failure(PrebindError):
         errors = self.error_lines
         if errors:
             parts.append("  prebind said:")
-            parts.extend(f"    {line}" for line in errors[-5:])
+            parts.extend(f"    {_shorten(line)}" for line in errors[-5:])
         tail = self.output.splitlines()[-_TAIL_LINES:]
         if tail:
             parts.append(f"  last {len(tail)} lines of output (prebind's and the server's):")
-            parts.extend(f"    | {line}" for line in tail)
+            parts.extend(f"    | {_shorten(line)}" for line in tail)
         elif self.output is not None:
             parts.append("  (no output)")
         return "\n".join(parts)
@@ -88,6 +88,10 @@ class StartError(_Failure):
 
 class ServerExited(_Failure):
     """The server (and so prebind) exited on its own before it was stopped."""
+
+
+def _shorten(line: str, width: int = 300) -> str:
+    return line if len(line) <= width else f"{line[:width]}... ({len(line) - width} more characters)"
 
 
 def describe_status(status: int) -> str:
@@ -202,6 +206,50 @@ class Socket:
 
 
 ListenSpec = Union[str, Sequence[str], Mapping[str, str]]
+InterceptSpec = Union[int, str, Sequence[Union[int, str]], Mapping[str, int]]
+
+
+class _Default:
+    """The type of "not given" where None means something."""
+
+
+_DEFAULT = _Default()
+# prebind's own default --ready-timeout (prebind(1)).
+_PREBIND_READY_TIMEOUT = 90.0
+
+
+def _seconds(value: Duration) -> Optional[float]:
+    """A duration in seconds; None for ``infinity``."""
+    if isinstance(value, bool):
+        raise TypeError("a duration is a number of seconds or a string such as '500ms'")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    if text == "infinity":
+        return None
+    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0), ("", 1.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[:len(text) - len(suffix)]) * scale
+            except ValueError:
+                break
+    raise ValueError(f"not a duration: {value!r} (seconds, or e.g. '500ms', '2s', '1m')")
+
+
+def _start_timeout(ready: Union[bool, Duration, None], ready_timeout: Optional[Duration],
+                   other_readiness: bool) -> Optional[float]:
+    """How long to wait for publication by default: 60 s, or, when prebind
+    waits for readiness, its own bound and a little more (it then reports
+    124 itself, with the reason)."""
+    if ready_timeout is not None:
+        bound = _seconds(ready_timeout)
+    elif ready is not None and ready is not False and ready is not True:
+        bound = _seconds(ready)
+    elif ready is True or other_readiness:
+        bound = _PREBIND_READY_TIMEOUT
+    else:
+        return DEFAULT_START_TIMEOUT
+    return None if bound is None else max(DEFAULT_START_TIMEOUT, bound + _GRACE)
 
 
 class Server:
@@ -223,6 +271,12 @@ class Server:
     - ``subst``: expand ``{port}``, ``{web.url}``... in *command* (``--subst``);
     - ``ready``: True, or a timeout, to publish only after ``READY=1``
       (``--ready``); ``ready_timeout``: ``--ready-timeout``;
+    - ``ready_log``, ``ready_http``, ``ready_exec``: publish once a line of
+      output matches, ``GET`` answers, a probe succeeds (``--ready-log``,
+      ``--ready-http``, ``--ready-exec``);
+    - ``intercept``: ``8080``, ``["web=8080", "admin=9090"]`` or
+      ``{"web": 8080}``: the server's own bind() of that port gets the
+      socket (``--intercept``);
     - ``restart``: ``"on-failure"`` or ``"always"`` (``--restart``);
     - ``group``: signal COMMAND's whole process group (``--group``);
     - ``options``: any other prebind options, passed as they are, before
@@ -231,7 +285,9 @@ class Server:
     And to the way the plugin runs it:
 
     - ``binary``: the prebind to run (default: ``$PREBIND``, else PATH);
-    - ``timeout``: seconds to wait for prebind to publish;
+    - ``timeout``: seconds to wait for prebind to publish (default 60, or
+      the readiness timeout and 5 more if a ``ready*`` option is given;
+      None: no bound, for ``ready="infinity"``);
     - ``stop_timeout``: seconds the server has after SIGTERM before it is
       killed (given to prebind as ``--kill-after``);
     - ``capture_output``: collect prebind's and the server's stdout and
@@ -253,11 +309,15 @@ class Server:
         subst: bool = False,
         ready: Union[bool, Duration, None] = None,
         ready_timeout: Optional[Duration] = None,
+        ready_log: Optional[str] = None,
+        ready_http: Union[bool, str, None] = None,
+        ready_exec: Optional[str] = None,
+        intercept: Optional[InterceptSpec] = None,
         restart: Optional[str] = None,
         group: bool = False,
         options: Sequence[str] = (),
         binary: Optional[str] = None,
-        timeout: float = DEFAULT_START_TIMEOUT,
+        timeout: Union[float, None, _Default] = _DEFAULT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
         capture_output: bool = True,
         die_with_parent: bool = True,
@@ -273,16 +333,19 @@ class Server:
         for option in options:
             if option.split("=", 1)[0] in _RESERVED:
                 raise ValueError(f"{option!r}: the plugin sets --port-fd and --format=json itself")
-        if stop_timeout <= 0 or timeout <= 0:
+        if isinstance(timeout, _Default):
+            timeout = _start_timeout(ready, ready_timeout, bool(ready_log or ready_http or ready_exec))
+        if stop_timeout <= 0 or (timeout is not None and timeout <= 0):
             raise ValueError("timeout and stop_timeout must be positive")
 
         self.command: List[str] = [str(a) for a in command]
         self.options: List[str] = _build_options(
             listen=listen, setenv=setenv, subst=subst, ready=ready, ready_timeout=ready_timeout,
+            ready_log=ready_log, ready_http=ready_http, ready_exec=ready_exec, intercept=intercept,
             restart=restart, group=group, options=options,
         )
         self._binary = binary
-        self.timeout = float(timeout)
+        self.timeout: Optional[float] = None if timeout is None else float(timeout)
         self.stop_timeout = float(stop_timeout)
         self.capture_output = capture_output
         self._exec_mode = "--exec" in self.options
@@ -361,7 +424,7 @@ class Server:
             os.close(read_fd)
         if timed_out or not data:
             if timed_out:
-                self._start_failed(f"prebind published nothing within {self.timeout:g}s")
+                self._start_failed(f"prebind published nothing within {self.timeout or 0:g}s")
             self._start_failed("prebind exited without publishing: the server did not start", exiting=True)
         try:
             published = json.loads(data)
@@ -474,7 +537,7 @@ class Server:
         """The last *lines* lines of :meth:`output` (from its last 64 KiB:
         a chatty server's log is not read whole for an error message)."""
         if self._log is None:
-            text = self._final_output
+            text = self._final_output[-_TAIL_BYTES:]
         else:
             text = _read_all(self._log, start=max(0, os.fstat(self._log).st_size - _TAIL_BYTES))
         return "\n".join(text.splitlines()[-lines:])
@@ -504,18 +567,17 @@ class Server:
             raise ServerExited("the server exited before it was stopped", self.argv, self.returncode,
                                self.output_tail(_TAIL_LINES))
 
-    def stop(self, timeout: Optional[float] = None) -> Optional[int]:
+    def stop(self) -> Optional[int]:
         """Stop the server and return prebind's exit status (None if it was
         never started). SIGTERM goes to prebind, which forwards it and
         SIGKILLs the server (``--kill-after``) if it is still there after
-        *timeout* seconds (default ``stop_timeout``); if prebind is still
-        there some seconds later, it and the server are killed. Bounded;
-        safe to call twice."""
+        ``stop_timeout`` seconds; if prebind is still there 5 seconds
+        later, it and the server are killed. Bounded; safe to call twice."""
         if self._proc is None:
             return None
         if self.returncode is None:
             self._stopping = True
-        status = self._terminate(self.stop_timeout if timeout is None else timeout)
+        status = self._terminate(self.stop_timeout)
         self._close_log()
         return status
 
@@ -596,6 +658,10 @@ def _build_options(
     subst: bool,
     ready: Union[bool, Duration, None],
     ready_timeout: Optional[Duration],
+    ready_log: Optional[str],
+    ready_http: Union[bool, str, None],
+    ready_exec: Optional[str],
+    intercept: Optional[InterceptSpec],
     restart: Optional[str],
     group: bool,
     options: Sequence[str],
@@ -619,6 +685,22 @@ def _build_options(
         argv.append(f"--ready={_duration(ready)}")
     if ready_timeout is not None:
         argv.append(f"--ready-timeout={_duration(ready_timeout)}")
+    if ready_log is not None:
+        argv.append(f"--ready-log={ready_log}")
+    if ready_http is True:
+        argv.append("--ready-http")
+    elif ready_http:
+        argv.append(f"--ready-http={ready_http}")
+    if ready_exec is not None:
+        argv.append(f"--ready-exec={ready_exec}")
+    if intercept is not None:
+        if isinstance(intercept, (int, str)):
+            ports: List[str] = [str(intercept)]
+        elif isinstance(intercept, Mapping):
+            ports = [f"{name}={port}" for name, port in intercept.items()]
+        else:
+            ports = [str(p) for p in intercept]
+        argv += [f"--intercept={p}" for p in ports]
     if restart is not None:
         argv.append(f"--restart={restart}")
     if group:
@@ -627,16 +709,16 @@ def _build_options(
     return argv
 
 
-def _read_to_eof(fd: int, timeout: float) -> Tuple[bytes, bool]:
+def _read_to_eof(fd: int, timeout: Optional[float]) -> Tuple[bytes, bool]:
     """Everything written to *fd* until EOF, waiting at most *timeout*
-    seconds. Returns (data, timed out)."""
+    seconds (None: no bound). Returns (data, timed out)."""
     data = b""
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 return data, True
             if not sel.select(left):
                 continue
