@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -101,7 +102,7 @@ def describe_status(status: int) -> str:
     if status == 0:
         return "the server exited successfully"
     if status == 124:
-        return "not ready in time"
+        return "not ready in time (or an intercepted port was never claimed)"
     if status == 125:
         return "prebind itself failed (bad usage, bind error, ...)"
     if status == 126:
@@ -121,8 +122,6 @@ def _signal_name(number: int) -> str:
 
 
 def _shell_join(argv: Sequence[str]) -> str:
-    import shlex
-
     return " ".join(shlex.quote(a) for a in argv)
 
 
@@ -608,16 +607,19 @@ class Server:
         return self._returncode
 
     def _kill_everything(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-        self._kill_server()
-
-    def _kill_server(self) -> None:
+        # The group first, while prebind (alive, or a zombie not yet
+        # waited for) keeps the leader's pid from being reused. Once
+        # prebind has exited normally it has stopped the group itself.
         if self._group and self.pid:
             try:
                 os.killpg(self.pid, signal.SIGKILL)
             except OSError:
                 pass
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        self._kill_server()
+
+    def _kill_server(self) -> None:
         if self._pidfd is not None:
             try:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
