@@ -355,6 +355,14 @@ def wait_until_gone(pid):
     return not pid_alive(pid)
 
 
+def test_group_stops_the_whole_tree():
+    srv = Server(http_server("--spawn-child"), group=True, stop_timeout=1).start()
+    child = get_json(srv.url)["children"][0]
+    assert pid_alive(child)
+    srv.stop()
+    assert wait_until_gone(child)
+
+
 def test_stop_twice():
     srv = Server(http_server()).start()
     assert srv.stop() == srv.stop() == 128 + signal.SIGTERM

@@ -2,13 +2,15 @@
 protocol (LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES; TCP or unix stream).
 
 Every answer is JSON: {"name": socket name, "token": $TOKEN, "pid": pid,
-"argv": arguments}. GET /exit/N answers, then exits with status N.
+"argv": arguments, "children": pids}. GET /exit/N answers, then exits
+with status N.
 
     http_server.py [--ignore-term] [--ready-after=SECONDS] [--say=TEXT]...
 
 --ignore-term   ignore SIGTERM (a server that does not stop when asked)
 --ready-after   send READY=1 to $NOTIFY_SOCKET after SECONDS (sd_notify(3))
 --say=TEXT      print TEXT on stderr at start
+--spawn-child   start a child process (same process group) that ignores SIGTERM
 """
 
 import http.server
@@ -16,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -24,7 +27,7 @@ import time
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = json.dumps({"name": self.server.socket_name, "token": os.environ.get("TOKEN"),
-                           "pid": os.getpid(), "argv": sys.argv[1:]}).encode()
+                           "pid": os.getpid(), "argv": sys.argv[1:], "children": CHILDREN}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -43,6 +46,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+CHILDREN = []
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -64,6 +70,11 @@ def main():
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         elif a.startswith("--say="):
             print(a[6:], file=sys.stderr, flush=True)
+        elif a == "--spawn-child":
+            child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                                      "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"],
+                                     pass_fds=())
+            CHILDREN.append(child.pid)
     if os.environ.get("LISTEN_PID") != str(os.getpid()):
         sys.exit(f"http_server: LISTEN_PID is {os.environ.get('LISTEN_PID')!r}, not {os.getpid()}")
     n = int(os.environ["LISTEN_FDS"])
