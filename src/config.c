@@ -58,6 +58,12 @@ static void help(void) {
                "      --subreaper              adopt and reap orphaned descendants (as PID 1 does)\n"
                "      --success-status=CODE    report exit status CODE as 0 (repeatable; e.g. 143)\n"
                "\n"
+               "Servers that bind their own port:\n"
+               "      --netns                  run COMMAND in a new network namespace (loopback up)\n"
+               "      --intercept=[NAME=]PORT  with --netns: forward each connection to socket NAME\n"
+               "                               (default the first) to PORT inside the namespace;\n"
+               "                               publish once PORT accepts (repeatable)\n"
+               "\n"
                "  -q, --quiet                  print errors only\n"
                "  -v, --verbose                print details\n"
                "  -h, --help                   show this help and exit\n"
@@ -93,6 +99,8 @@ enum {
         ARG_DIE_WITH_PARENT,
         ARG_SUBREAPER,
         ARG_SUCCESS_STATUS,
+        ARG_NETNS,
+        ARG_INTERCEPT,
         ARG_VERSION,
 };
 
@@ -121,6 +129,8 @@ static const struct option options[] = {
         { "die-with-parent", no_argument,   NULL, ARG_DIE_WITH_PARENT },
         { "subreaper",   no_argument,       NULL, ARG_SUBREAPER },
         { "success-status", required_argument, NULL, ARG_SUCCESS_STATUS },
+        { "netns",       no_argument,       NULL, ARG_NETNS },
+        { "intercept",   required_argument, NULL, ARG_INTERCEPT },
         { "quiet",       no_argument,       NULL, 'q' },
         { "verbose",     no_argument,       NULL, 'v' },
         { "help",        no_argument,       NULL, 'h' },
@@ -185,6 +195,56 @@ static int add_setenv(struct config *c, char *arg) {
                 return log_oom();
         c->setenv = grown;
         c->setenv[c->n_setenv++] = arg;
+        return 0;
+}
+
+int intercept_spec_parse(const char *text, struct intercept_spec *ret) {
+        const char *eq = strrchr(text, '='), *port = eq ? eq + 1 : text;
+        char *name = NULL;
+        unsigned long n;
+        int r;
+
+        r = parse_uint(port, 1, 65535, &n);
+        if (r < 0)
+                return r;
+        if (eq) {
+                name = strndup(text, (size_t) (eq - text));
+                if (!name)
+                        return -ENOMEM;
+                if (!fdname_is_valid(name)) {
+                        free(name);
+                        return -EINVAL;
+                }
+        }
+        *ret = (struct intercept_spec) { .name = name, .port = (uint16_t) n };
+        return 0;
+}
+
+static int add_intercept(struct config *c, const char *arg) {
+        struct intercept_spec spec, *grown;
+        int r;
+
+        r = intercept_spec_parse(arg, &spec);
+        if (r == -ENOMEM)
+                return log_error_errno(r, "out of memory");
+        if (r == -ERANGE)
+                return usage_error("--intercept", arg, "port out of range 1-65535");
+        if (r < 0)
+                return usage_error("--intercept", arg, "expected [NAME=]PORT, such as 8080 or web=8080");
+        for (size_t i = 0; i < c->n_intercepts; i++)
+                if (c->intercepts[i].port == spec.port ||
+                    ((c->intercepts[i].name == NULL) == (spec.name == NULL) &&
+                     (!spec.name || strcmp(spec.name, c->intercepts[i].name) == 0))) {
+                        free(spec.name);
+                        return usage_error("--intercept", arg, "this port or socket is intercepted already");
+                }
+        grown = realloc(c->intercepts, (c->n_intercepts + 1) * sizeof *grown);
+        if (!grown) {
+                free(spec.name);
+                return log_error_errno(ENOMEM, "out of memory");
+        }
+        c->intercepts = grown;
+        c->intercepts[c->n_intercepts++] = spec;
         return 0;
 }
 
@@ -326,6 +386,11 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                         return usage_error("--success-status", arg, "expected an exit status from 0 to 255");
                 c->success_status[n] = true;
                 return 0;
+        case ARG_NETNS:
+                c->netns = true;
+                return 0;
+        case ARG_INTERCEPT:
+                return add_intercept(c, arg);
         case 'q':
                 log_set_level(LOG_LEVEL_ERROR);
                 return 0;
@@ -358,6 +423,15 @@ static int check_conflicts(const struct config *c) {
                 return usage_error(NULL, NULL, "--accept takes stream sockets only (no udp:)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
+        if (c->netns && (c->exec || c->accept))
+                return usage_error(NULL, NULL, "--netns needs one supervised COMMAND: it cannot be combined with "
+                                   "--exec or --accept");
+        /* The LD_PRELOAD interposer (issue 11) is built on another branch:
+         * here, --intercept forwards into a namespace only. */
+        if (c->n_intercepts > 0 && !c->netns)
+                return usage_error(NULL, NULL, "--intercept forwards into a network namespace: add --netns");
+        if (c->n_intercepts > 0 && c->inetd)
+                return usage_error(NULL, NULL, "--intercept cannot be combined with --inetd");
         return 0;
 }
 
@@ -438,6 +512,11 @@ void config_done(struct config *c) {
                 listen_spec_done(&c->listens[i]);
         free(c->listens);
         free(c->setenv);
+        for (size_t i = 0; i < c->n_intercepts; i++)
+                free(c->intercepts[i].name);
+        free(c->intercepts);
+        c->intercepts = NULL;
+        c->n_intercepts = 0;
         c->listens = NULL;
         c->setenv = NULL;
         c->n_listens = c->n_setenv = 0;

@@ -10,6 +10,19 @@
 #include "format.h"
 #include "socket.h"
 
+/* --intercept=[NAME=]PORT: socket NAME (NULL: the first) stands for
+ * COMMAND's own PORT. With --netns, connections to the socket are
+ * forwarded to PORT inside COMMAND's network namespace. */
+struct intercept_spec {
+        char *name;
+        uint16_t port;
+};
+
+/* Parse "[NAME=]PORT" (PORT 1-65535). Returns 0, or -EINVAL (bad
+ * syntax or name), -ERANGE (port), -ENOMEM. *ret is untouched on failure. */
+int intercept_spec_parse(const char *text, struct intercept_spec *ret);
+
+/* Everything the command line asked for: parsed once, then read-only. */
 enum restart_mode {
         RESTART_NO,
         RESTART_ON_FAILURE,
@@ -52,6 +65,9 @@ struct config {
         bool die_with_parent;
         bool subreaper;
         bool success_status[256]; /* exit statuses reported as 0 */
+        bool netns;             /* COMMAND in a new network namespace */
+        struct intercept_spec *intercepts;
+        size_t n_intercepts;
         char **command;         /* points into argv; NULL-terminated */
 };
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,4 +148,23 @@ void notify_manager(const char *message) {
         /* A no-op without NOTIFY_SOCKET; failures to notify are not fatal:
          * the manager will time us out itself. */
         (void) sd_notify_lazy(message);
+}
+
+int notify_socket_move(struct notify_socket *s, int fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        socklen_t len = (socklen_t) strlen(s->address);
+        int one = 1, flags = fcntl(fd, F_GETFL);
+
+        memcpy(sa.sun_path, s->address, len);
+        sa.sun_path[0] = '\0';
+        if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0 ||
+            bind(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        notify_socket_close(s);
+        s->fd = fd;
+        return 0;
 }

@@ -43,3 +43,8 @@ int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t
 
 /* Tell prebind's own service manager (its NOTIFY_SOCKET, if any). */
 void notify_manager(const char *message);
+
+/* --netns: abstract unix socket names are per network namespace. Bind
+ * fd, a new AF_UNIX datagram socket made in COMMAND's namespace, to the
+ * same name as s, and make it s's socket: NOTIFY_SOCKET stays valid. */
+int notify_socket_move(struct notify_socket *s, int fd);

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 
 #include "exitcode.h"
+#include "netns.h"
 #include "parse.h"
 #include "spawn.h"
 
@@ -147,6 +148,12 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 close(error[0]);
                 if (plan->new_process_group)
                         setpgid(0, 0);
+                /* First, while the namespace fds are where they were
+                 * opened: laying out the sockets may cover them. */
+                if (plan->join_netns && (err = -netns_enter(plan->net_fd, plan->user_fd)) > 0) {
+                        fprintf(stderr, "prebind: cannot enter the network namespace (--netns): %s\n", strerror(err));
+                        _exit(EXIT_PREBIND_FAILED);
+                }
                 if (prepare_child(plan, keep, 2) < 0) {
                         fprintf(stderr, "prebind: cannot pass the sockets: %m\n");
                         _exit(EXIT_PREBIND_FAILED);

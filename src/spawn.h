@@ -26,6 +26,11 @@ struct spawn_plan {
         /* Every signal disposition is SIG_DFL already (the supervisor set
          * them): the child then only clears its mask. */
         bool dispositions_are_default;
+        /* --netns: join this network namespace (and user namespace, if
+         * >= 0) before anything else. */
+        bool join_netns;
+        int net_fd;
+        int user_fd;
 };
 
 /* A child forked by spawn_child(), waiting at its gate: the two pipes

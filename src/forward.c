@@ -1,0 +1,626 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "forward.h"
+#include "log.h"
+
+/* Where the server may listen, in the order tried. */
+static const int families[2] = { AF_INET, AF_INET6 };
+
+/* Rounds of splice per event and direction: enough to move a burst, few
+ * enough that one busy connection does not starve the others. */
+#define PUMP_ROUNDS 8
+
+uint32_t forward_interest(const struct forward_flow flows[2], int x) {
+        const struct forward_flow *in = &flows[x], *out = &flows[1 - x];
+        uint32_t events = 0;
+
+        /* Read from x while its pipe has room; write to x what the other
+         * side's pipe holds. Nothing else: an fd with nothing to do is not
+         * watched at all, or a half-closed socket (EPOLLHUP, reported
+         * whatever is asked) would wake the loop for ever. */
+        if (!in->read_eof && !in->pipe_full && in->pending < in->capacity)
+                events |= EPOLLIN;
+        if (out->pending > 0)
+                events |= EPOLLOUT;
+        return events;
+}
+
+int forward_finished(const struct forward_flow flows[2]) {
+        return flows[0].shut && flows[1].shut;
+}
+
+enum conn_state {
+        CONN_CONNECTING,
+        CONN_OPEN,
+};
+
+struct conn {
+        struct forwarder *f;
+        struct conn *prev, *next;
+        enum conn_state state;
+        int fd[2];                      /* [0] the client, outside; [1] the server, inside */
+        int pipe[2][2];                 /* [d]: from fd[d] to fd[1-d]; [0] read end, [1] write end */
+        struct forward_flow flow[2];
+        uint32_t watched[2];            /* events in the loop for fd[x]; 0: not in the loop */
+        int attempt;                    /* connections tried so far (one per family) */
+        int family_index;               /* of the one being tried */
+};
+
+struct forwarder {
+        struct loop *loop;
+        struct forward_params p;
+        struct conn *conns;
+        size_t n_conns;
+        bool wanted;                    /* forwarder_start() was called, and not _stop() */
+        bool listening;                 /* listen_fd is in the loop */
+        int retry_timer_fd;             /* after EMFILE & co: accept again later */
+        int preferred;                  /* index into families[] */
+        struct forward_stats stats;
+};
+
+static void update_listening(struct forwarder *f);
+
+static void conn_close_fds(struct conn *c) {
+        for (int x = 0; x < 2; x++) {
+                if (c->fd[x] >= 0) {
+                        if (c->watched[x])
+                                loop_remove(c->f->loop, c->fd[x]);
+                        close(c->fd[x]);
+                }
+                c->fd[x] = -1;
+                c->watched[x] = 0;
+                for (int e = 0; e < 2; e++)
+                        if (c->pipe[x][e] >= 0)
+                                close(c->pipe[x][e]);
+                c->pipe[x][0] = c->pipe[x][1] = -1;
+        }
+}
+
+static void conn_free(struct conn *c) {
+        struct forwarder *f = c->f;
+
+        conn_close_fds(c);
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                f->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        f->n_conns--;
+        free(c);
+        update_listening(f);
+}
+
+/* Close side x with a reset (RST, not FIN): SO_LINGER with a zero
+ * timeout, then close. */
+static void reset_fd(int fd) {
+        struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+        if (fd >= 0)
+                (void) setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+}
+
+/* Side x failed (a reset from its peer, or an error): the other side is
+ * reset, so that its peer learns the connection broke and does not take
+ * a truncated stream for a complete one. */
+static void conn_broken(struct conn *c, int x, int err) {
+        log_debug("forwarding: %s side: %s; resetting the %s", x == 0 ? "client" : "server", strerror(err),
+                  x == 0 ? "server" : "client");
+        c->f->stats.resets++;
+        reset_fd(c->fd[1 - x]);
+        conn_free(c);
+}
+
+static int conn_watch(struct conn *c, int x);
+
+static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata);
+
+static int conn_watch(struct conn *c, int x) {
+        uint32_t want = c->state == CONN_CONNECTING ? (x == 1 ? EPOLLOUT : 0) : forward_interest(c->flow, x);
+        int r = 0;
+
+        if (want == c->watched[x])
+                return 0;
+        if (want == 0)
+                loop_remove(c->f->loop, c->fd[x]);
+        else if (c->watched[x] == 0)
+                r = loop_add(c->f->loop, c->fd[x], want, conn_handler, c);
+        else
+                r = loop_modify(c->f->loop, c->fd[x], want);
+        c->watched[x] = r < 0 ? c->watched[x] : want;
+        return r;
+}
+
+/* Move what can be moved from fd[d] to fd[1-d] now. Returns 0, or -1
+ * when the connection was freed. */
+static int pump(struct conn *c, int d) {
+        struct forward_flow *fl = &c->flow[d];
+        int in = c->fd[d], out = c->fd[1 - d];
+
+        for (int round = 0; round < PUMP_ROUNDS; round++) {
+                bool progress = false;
+                ssize_t k;
+
+                if (!fl->read_eof && !fl->pipe_full && fl->pending < fl->capacity) {
+                        k = splice(in, NULL, c->pipe[d][1], NULL, fl->capacity - fl->pending,
+                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (k > 0) {
+                                fl->pending += (size_t) k;
+                                progress = true;
+                        } else if (k == 0) {
+                                fl->read_eof = 1;
+                                progress = true;
+                        } else if (errno == EAGAIN) {
+                                /* The socket is empty, or the pipe has no
+                                 * slot left (a slot per page or packet,
+                                 * whatever its fill): with bytes pending,
+                                 * assume the latter, and read again once
+                                 * some were written. */
+                                if (fl->pending > 0)
+                                        fl->pipe_full = 1;
+                        } else if (errno != EINTR) {
+                                conn_broken(c, d, errno);
+                                return -1;
+                        }
+                }
+                if (fl->pending > 0) {
+                        k = splice(c->pipe[d][0], NULL, out, NULL, fl->pending, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (k > 0) {
+                                fl->pending -= (size_t) k;
+                                c->f->stats.bytes[d] += (uint64_t) k;
+                                fl->pipe_full = 0;
+                                progress = true;
+                        } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+                                /* EPIPE, ECONNRESET: the receiving side is gone. */
+                                conn_broken(c, 1 - d, errno);
+                                return -1;
+                        }
+                }
+                if (fl->read_eof && fl->pending == 0 && !fl->shut) {
+                        /* Half-close: the reader gets EOF, and may still
+                         * answer in the other direction. */
+                        if (shutdown(out, SHUT_WR) < 0 && errno != ENOTCONN) {
+                                conn_broken(c, 1 - d, errno);
+                                return -1;
+                        }
+                        fl->shut = 1;
+                }
+                if (!progress)
+                        break;
+        }
+        return 0;
+}
+
+static int sock_error(int fd) {
+        int err = 0;
+        socklen_t len = sizeof err;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                return errno;
+        return err;
+}
+
+static int conn_update(struct conn *c) {
+        if (forward_finished(c->flow)) {
+                conn_free(c);
+                return 0;
+        }
+        for (int x = 0; x < 2; x++)
+                if (conn_watch(c, x) < 0) {
+                        conn_broken(c, x, ENOMEM);
+                        return 0;
+                }
+        return 0;
+}
+
+static int conn_open(struct conn *c) {
+        size_t size = c->f->p.pipe_size;
+
+        c->state = CONN_OPEN;
+        for (int d = 0; d < 2; d++) {
+                int sz;
+
+                if (pipe2(c->pipe[d], O_CLOEXEC | O_NONBLOCK) < 0) {
+                        conn_broken(c, 1, errno);
+                        return 0;
+                }
+                if (size > 0)
+                        (void) fcntl(c->pipe[d][0], F_SETPIPE_SZ, (int) size);
+                sz = fcntl(c->pipe[d][0], F_GETPIPE_SZ);
+                c->flow[d].capacity = sz > 0 ? (size_t) sz : 65536;
+        }
+        /* Bytes may be waiting on either side already. */
+        for (int d = 0; d < 2; d++)
+                if (pump(c, d) < 0)
+                        return 0;
+        return conn_update(c);
+}
+
+static void conn_connect_next(struct conn *c);
+
+static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct conn *c = userdata;
+        int x = fd == c->fd[0] ? 0 : 1, err;
+
+        if (c->state == CONN_CONNECTING) {
+                struct sockaddr_storage peer;
+                socklen_t len = sizeof peer;
+
+                if (x != 1)
+                        return 0;
+                err = sock_error(fd);
+                if (err == 0 && getpeername(fd, (struct sockaddr *) &peer, &len) < 0)
+                        return 0;       /* still connecting: a spurious call */
+                if (err != 0) {
+                        conn_connect_next(c);
+                        return 0;
+                }
+                c->f->preferred = c->family_index;
+                loop_remove(l, fd);
+                c->watched[1] = 0;
+                return conn_open(c);
+        }
+        if (revents & EPOLLERR) {
+                err = sock_error(fd);
+                if (err != 0) {
+                        conn_broken(c, x, err);
+                        return 0;
+                }
+        }
+        /* Both directions: what was read on x may be written on, and what
+         * x can take now may be written to it. */
+        if (pump(c, x) < 0 || pump(c, 1 - x) < 0)
+                return 0;
+        return conn_update(c);
+}
+
+/* Try the next family: 127.0.0.1, then ::1 (first the one that answered
+ * last). When none answers, the client is reset: nobody listens inside. */
+static void conn_connect_next(struct conn *c) {
+        struct forwarder *f = c->f;
+
+        if (c->fd[1] >= 0) {
+                if (c->watched[1])
+                        loop_remove(f->loop, c->fd[1]);
+                c->watched[1] = 0;
+                close(c->fd[1]);
+                c->fd[1] = -1;
+        }
+        while (c->attempt < 2) {
+                int family, r;
+                union {
+                        struct sockaddr sa;
+                        struct sockaddr_in in;
+                        struct sockaddr_in6 in6;
+                } addr = { 0 };
+                socklen_t len;
+
+                c->family_index = (f->preferred + c->attempt++) % 2;
+                family = families[c->family_index];
+                if (family == AF_INET) {
+                        addr.in = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons(f->p.port),
+                                                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+                        len = sizeof addr.in;
+                } else {
+                        addr.in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(f->p.port),
+                                                           .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+                        len = sizeof addr.in6;
+                }
+                r = f->p.make_socket(f->p.userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &c->fd[1]);
+                if (r < 0) {
+                        c->fd[1] = -1;
+                        if (r == -EAFNOSUPPORT)
+                                continue;       /* no IPv6 in the kernel */
+                        log_debug("forwarding: cannot make a socket inside: %s", strerror(-r));
+                        break;
+                }
+                if (connect(c->fd[1], &addr.sa, len) == 0) {
+                        f->preferred = c->family_index;
+                        (void) conn_open(c);
+                        return;
+                }
+                if (errno == EINPROGRESS) {
+                        if (conn_watch(c, 1) < 0)
+                                break;
+                        return;
+                }
+                close(c->fd[1]);
+                c->fd[1] = -1;
+        }
+        /* Refused on every address: the server does not listen (any more). */
+        log_debug("forwarding: nothing listens on port %u inside; resetting the client", (unsigned) f->p.port);
+        f->stats.refused++;
+        reset_fd(c->fd[0]);
+        conn_free(c);
+}
+
+static int conn_new(struct forwarder *f, int client_fd) {
+        struct conn *c = calloc(1, sizeof *c);
+
+        if (!c) {
+                reset_fd(client_fd);
+                close(client_fd);
+                return -ENOMEM;
+        }
+        *c = (struct conn) {
+                .f = f,
+                .state = CONN_CONNECTING,
+                .fd = { client_fd, -1 },
+                .pipe = { { -1, -1 }, { -1, -1 } },
+                .next = f->conns,
+        };
+        if (f->conns)
+                f->conns->prev = c;
+        f->conns = c;
+        f->n_conns++;
+        f->stats.accepted++;
+        conn_connect_next(c);
+        return 0;
+}
+
+static int retry_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct forwarder *f = userdata;
+
+        timer_drain(fd);
+        loop_remove(l, fd);
+        timer_stop(&f->retry_timer_fd);
+        update_listening(f);
+        return 0;
+}
+
+static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct forwarder *f = userdata;
+
+        while (f->n_conns < f->p.max_connections && f->listening) {
+                int client = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+                if (client < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return 0;
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                                /* Out of fds: stop accepting until a
+                                 * connection ends, or for 100 ms. */
+                                log_error("forwarding: cannot accept: %m");
+                                loop_remove(l, fd);
+                                f->listening = false;
+                                if (f->n_conns == 0 && timer_start(&f->retry_timer_fd, 100 * 1000) == 0 &&
+                                    loop_add(l, f->retry_timer_fd, EPOLLIN, retry_handler, f) < 0)
+                                        timer_stop(&f->retry_timer_fd);
+                                return 0;
+                        }
+                        continue;       /* ECONNABORTED and the network errors of accept(2) */
+                }
+                (void) conn_new(f, client);
+        }
+        update_listening(f);
+        return 0;
+}
+
+/* Watch the listening socket while forwarding is wanted and there is
+ * room for one more connection. */
+static void update_listening(struct forwarder *f) {
+        bool want = f->wanted && f->n_conns < f->p.max_connections && f->retry_timer_fd < 0;
+
+        if (want == f->listening)
+                return;
+        if (want) {
+                if (loop_add(f->loop, f->p.listen_fd, EPOLLIN, accept_handler, f) < 0)
+                        return;
+        } else
+                loop_remove(f->loop, f->p.listen_fd);
+        f->listening = want;
+}
+
+int forwarder_new(struct loop *l, const struct forward_params *params, struct forwarder **ret) {
+        struct forwarder *f;
+        int flags;
+
+        if (!params->make_socket || params->max_connections == 0)
+                return -EINVAL;
+        flags = fcntl(params->listen_fd, F_GETFL);
+        if (flags < 0 || fcntl(params->listen_fd, F_SETFL, flags | O_NONBLOCK) < 0)
+                return -errno;
+        f = calloc(1, sizeof *f);
+        if (!f)
+                return -ENOMEM;
+        *f = (struct forwarder) { .loop = l, .p = *params, .retry_timer_fd = -1 };
+        *ret = f;
+        return 0;
+}
+
+void forwarder_free(struct forwarder *f) {
+        if (!f)
+                return;
+        f->wanted = false;
+        while (f->conns)
+                conn_free(f->conns);
+        update_listening(f);
+        if (f->retry_timer_fd >= 0)
+                loop_remove(f->loop, f->retry_timer_fd);
+        timer_stop(&f->retry_timer_fd);
+        free(f);
+}
+
+int forwarder_start(struct forwarder *f) {
+        f->wanted = true;
+        update_listening(f);
+        return f->listening || !f->wanted || f->n_conns >= f->p.max_connections || f->retry_timer_fd >= 0 ? 0 : -ENOMEM;
+}
+
+void forwarder_stop(struct forwarder *f) {
+        f->wanted = false;
+        update_listening(f);
+}
+
+void forwarder_prefer_family(struct forwarder *f, int family) {
+        f->preferred = family == AF_INET6 ? 1 : 0;
+}
+
+size_t forwarder_connections(const struct forwarder *f) {
+        return f->n_conns;
+}
+
+void forwarder_get_stats(const struct forwarder *f, struct forward_stats *ret) {
+        *ret = f->stats;
+}
+
+/* The readiness probe. */
+struct port_probe {
+        struct loop *loop;
+        uint16_t port;
+        forward_socket_fn make_socket;
+        void *userdata;
+        port_probe_done_fn done;
+        void *done_userdata;
+        int fd;                 /* a connection being tried; -1 */
+        int family_index;
+        int timer_fd;           /* between rounds; -1 */
+        uint64_t delay_usec;
+};
+
+#define PROBE_DELAY_FIRST_USEC (10 * 1000)
+#define PROBE_DELAY_MAX_USEC (100 * 1000)
+
+static void probe_attempt(struct port_probe *p);
+
+static void probe_drop_fd(struct port_probe *p) {
+        if (p->fd >= 0) {
+                loop_remove(p->loop, p->fd);
+                close(p->fd);
+        }
+        p->fd = -1;
+}
+
+static int probe_timer_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct port_probe *p = userdata;
+
+        timer_drain(fd);
+        probe_attempt(p);
+        return 0;
+}
+
+/* Nobody answered on either family: again after a growing pause. */
+static void probe_round_failed(struct port_probe *p) {
+        probe_drop_fd(p);
+        p->family_index = 0;
+        if (timer_start(&p->timer_fd, p->delay_usec) < 0) {
+                p->done(p->done_userdata, -errno);
+                return;
+        }
+        p->delay_usec = p->delay_usec * 2 > PROBE_DELAY_MAX_USEC ? PROBE_DELAY_MAX_USEC : p->delay_usec * 2;
+}
+
+static void probe_succeeded(struct port_probe *p) {
+        int family = families[p->family_index];
+
+        probe_drop_fd(p);
+        p->done(p->done_userdata, family);
+}
+
+static void probe_next_family(struct port_probe *p) {
+        probe_drop_fd(p);
+        if (++p->family_index >= 2)
+                probe_round_failed(p);
+        else
+                probe_attempt(p);
+}
+
+static int probe_fd_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct port_probe *p = userdata;
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof peer;
+        int err = sock_error(fd);
+
+        if (err == 0 && getpeername(fd, (struct sockaddr *) &peer, &len) < 0)
+                return 0;
+        if (err == 0)
+                probe_succeeded(p);
+        else
+                probe_next_family(p);
+        return 0;
+}
+
+static void probe_attempt(struct port_probe *p) {
+        int family = families[p->family_index], r;
+        union {
+                struct sockaddr sa;
+                struct sockaddr_in in;
+                struct sockaddr_in6 in6;
+        } addr = { 0 };
+        socklen_t len;
+
+        if (family == AF_INET) {
+                addr.in = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons(p->port),
+                                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+                len = sizeof addr.in;
+        } else {
+                addr.in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(p->port),
+                                                   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+                len = sizeof addr.in6;
+        }
+        r = p->make_socket(p->userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &p->fd);
+        if (r == -EAFNOSUPPORT) {
+                p->fd = -1;
+                probe_next_family(p);
+                return;
+        }
+        if (r < 0) {
+                p->fd = -1;
+                p->done(p->done_userdata, r);
+                return;
+        }
+        if (connect(p->fd, &addr.sa, len) == 0) {
+                probe_succeeded(p);
+                return;
+        }
+        if (errno != EINPROGRESS || loop_add(p->loop, p->fd, EPOLLOUT, probe_fd_handler, p) < 0) {
+                close(p->fd);
+                p->fd = -1;
+                probe_next_family(p);
+        }
+}
+
+int port_probe_start(struct loop *l, uint16_t port, forward_socket_fn make_socket, void *userdata,
+                     port_probe_done_fn done, void *done_userdata, struct port_probe **ret) {
+        struct port_probe *p = calloc(1, sizeof *p);
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        *p = (struct port_probe) {
+                .loop = l, .port = port, .make_socket = make_socket, .userdata = userdata,
+                .done = done, .done_userdata = done_userdata, .fd = -1, .timer_fd = -1,
+                .delay_usec = PROBE_DELAY_FIRST_USEC,
+        };
+        /* The first attempt at once, but from the loop: done() may free
+         * the probe, which the caller must have in hand by then. */
+        r = timer_start(&p->timer_fd, 0);
+        if (r == 0)
+                r = loop_add(l, p->timer_fd, EPOLLIN, probe_timer_handler, p);
+        if (r < 0) {
+                timer_stop(&p->timer_fd);
+                free(p);
+                return r;
+        }
+        *ret = p;
+        return 0;
+}
+
+void port_probe_free(struct port_probe *p) {
+        if (!p)
+                return;
+        probe_drop_fd(p);
+        if (p->timer_fd >= 0)
+                loop_remove(p->loop, p->timer_fd);
+        timer_stop(&p->timer_fd);
+        free(p);
+}

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "forward.h"
+#include "log.h"
+#include "loop.h"
+#include "netns.h"
+#include "netns_job.h"
+
+struct intercepted {
+        struct netns_job *job;
+        size_t socket;                  /* index into the sockets */
+        uint16_t port;
+        struct forwarder *forwarder;
+        struct port_probe *probe;       /* while the port does not accept */
+        bool ready;
+};
+
+struct netns_job {
+        struct loop *loop;
+        struct netns netns;
+        struct intercepted *intercepts;
+        size_t n_intercepts;
+        size_t n_waiting;
+        bool became_ready;              /* in this dispatch */
+        int failed;                     /* -errno from a probe */
+};
+
+static int make_socket(void *userdata, int family, int type, int *ret_fd) {
+        const struct netns_job *j = userdata;
+
+        return netns_socket(&j->netns, family, type, ret_fd);
+}
+
+/* The socket an --intercept names: NAME, or the first. */
+static int resolve(const struct intercept_spec *spec, const struct bound_socket *sockets, size_t n_sockets,
+                   size_t *ret) {
+        for (size_t i = 0; i < n_sockets; i++)
+                if (!spec->name || strcmp(sockets[i].name, spec->name) == 0) {
+                        *ret = i;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+int netns_job_new(const struct config *c, const struct bound_socket *sockets, size_t n_sockets,
+                  struct netns_job **ret) {
+        struct netns_job *j;
+        int r;
+
+        *ret = NULL;
+        if (!c->netns)
+                return 0;
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return log_error_errno(ENOMEM, "out of memory");
+        j->netns = (struct netns) NETNS_INIT;
+        j->intercepts = calloc(c->n_intercepts + 1, sizeof *j->intercepts);
+        r = j->intercepts ? loop_new(&j->loop) : -ENOMEM;
+        if (r < 0) {
+                netns_job_free(j);
+                return log_error_errno(r, "out of memory");
+        }
+        for (size_t k = 0; k < c->n_intercepts; k++) {
+                const struct intercept_spec *spec = &c->intercepts[k];
+                struct intercepted *in = &j->intercepts[k];
+                int type = 0, listening = 0;
+                socklen_t len = sizeof type;
+
+                *in = (struct intercepted) { .job = j, .port = spec->port };
+                j->n_intercepts++;
+                if (resolve(spec, sockets, n_sockets, &in->socket) < 0) {
+                        log_error("--intercept=%s=%u: no socket is named '%s'", spec->name, (unsigned) spec->port,
+                                  spec->name);
+                        netns_job_free(j);
+                        return -EINVAL;
+                }
+                for (size_t m = 0; m < k; m++)
+                        if (j->intercepts[m].socket == in->socket) {
+                                log_error("--intercept: socket '%s' (fd %zu) is intercepted twice",
+                                          sockets[in->socket].name, 3 + in->socket);
+                                netns_job_free(j);
+                                return -EINVAL;
+                        }
+                (void) getsockopt(sockets[in->socket].fd, SOL_SOCKET, SO_TYPE, &type, &len);
+                len = sizeof listening;
+                (void) getsockopt(sockets[in->socket].fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
+                if (type != SOCK_STREAM || !listening) {
+                        log_error("--netns --intercept forwards stream connections: socket '%s' (fd %zu) is %s; "
+                                  "UDP forwarding is not supported",
+                                  sockets[in->socket].name, 3 + in->socket,
+                                  type == SOCK_DGRAM ? "a datagram socket" : "not a listening stream socket");
+                        netns_job_free(j);
+                        return -EINVAL;
+                }
+                r = forwarder_new(j->loop,
+                                  &(struct forward_params) {
+                                          .listen_fd = sockets[in->socket].fd,
+                                          .port = spec->port,
+                                          .max_connections = c->max_connections,
+                                          .make_socket = make_socket,
+                                          .userdata = j,
+                                  },
+                                  &in->forwarder);
+                if (r < 0) {
+                        netns_job_free(j);
+                        return log_error_errno(r, "cannot forward socket '%s': %m", sockets[in->socket].name);
+                }
+        }
+        *ret = j;
+        return 0;
+}
+
+void netns_job_free(struct netns_job *j) {
+        if (!j)
+                return;
+        for (size_t k = 0; k < j->n_intercepts; k++) {
+                port_probe_free(j->intercepts[k].probe);
+                forwarder_free(j->intercepts[k].forwarder);
+        }
+        free(j->intercepts);
+        netns_close(&j->netns);
+        loop_free(j->loop);
+        free(j);
+}
+
+bool netns_job_passes(const struct netns_job *j, size_t i) {
+        for (size_t k = 0; j && k < j->n_intercepts; k++)
+                if (j->intercepts[k].socket == i)
+                        return false;
+        return true;
+}
+
+int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan, struct notify_socket *notify) {
+        enum netns_step step;
+        char why[512];
+        int r;
+
+        netns_close(&j->netns);
+        r = netns_open(&j->netns, &step);
+        if (r < 0) {
+                log_error("%s", netns_explain(step, r, geteuid() == 0, "/proc/sys", why, sizeof why));
+                return r;
+        }
+        if (notify && notify->fd >= 0) {
+                int fd;
+
+                /* NOTIFY_SOCKET names an abstract socket, and those are
+                 * per network namespace: the same name, inside. */
+                r = netns_socket(&j->netns, AF_UNIX, SOCK_DGRAM, &fd);
+                if (r >= 0)
+                        r = notify_socket_move(notify, fd);
+                if (r < 0)
+                        return log_error_errno(r, "cannot make the notification socket in the namespace: %m");
+        }
+        plan->join_netns = true;
+        plan->net_fd = j->netns.net_fd;
+        plan->user_fd = j->netns.user_fd;
+        return 0;
+}
+
+static void probe_done(void *userdata, int result) {
+        struct intercepted *in = userdata;
+        struct netns_job *j = in->job;
+
+        port_probe_free(in->probe);
+        in->probe = NULL;
+        if (result < 0) {
+                j->failed = log_error_errno(result, "cannot connect to port %u in the namespace: %m",
+                                            (unsigned) in->port);
+                return;
+        }
+        log_debug("port %u accepts in the namespace (%s): forwarding", (unsigned) in->port,
+                  result == AF_INET6 ? "[::1]" : "127.0.0.1");
+        in->ready = true;
+        forwarder_prefer_family(in->forwarder, result);
+        if (forwarder_start(in->forwarder) < 0)
+                j->failed = log_error_errno(ENOMEM, "cannot accept on the intercepted socket: %m");
+        if (--j->n_waiting == 0)
+                j->became_ready = true;
+}
+
+int netns_job_started(struct netns_job *j) {
+        for (size_t k = 0; k < j->n_intercepts; k++) {
+                struct intercepted *in = &j->intercepts[k];
+                int r = port_probe_start(j->loop, in->port, make_socket, j, probe_done, in, &in->probe);
+
+                if (r < 0)
+                        return log_error_errno(r, "cannot probe port %u in the namespace: %m", (unsigned) in->port);
+                in->ready = false;
+                j->n_waiting++;
+        }
+        return 0;
+}
+
+void netns_job_stopped(struct netns_job *j) {
+        for (size_t k = 0; k < j->n_intercepts; k++) {
+                struct intercepted *in = &j->intercepts[k];
+
+                port_probe_free(in->probe);
+                in->probe = NULL;
+                in->ready = false;
+                /* New clients wait in the backlog for the next COMMAND;
+                 * those connected to this one see its sockets close. */
+                forwarder_stop(in->forwarder);
+        }
+        j->n_waiting = 0;
+        netns_close(&j->netns);
+}
+
+size_t netns_job_waiting(const struct netns_job *j, unsigned *ret_port) {
+        for (size_t k = 0; j && k < j->n_intercepts; k++)
+                if (!j->intercepts[k].ready) {
+                        *ret_port = j->intercepts[k].port;
+                        break;
+                }
+        return j ? j->n_waiting : 0;
+}
+
+int netns_job_fd(const struct netns_job *j) {
+        return j ? loop_get_fd(j->loop) : -1;
+}
+
+int netns_job_dispatch(struct netns_job *j) {
+        int r;
+
+        j->became_ready = false;
+        r = loop_dispatch_once(j->loop, 0);
+        if (r < 0)
+                return log_error_errno(r, "forwarding: %m");
+        if (j->failed < 0)
+                return j->failed;
+        return j->became_ready ? 1 : 0;
+}
