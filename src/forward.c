@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "forward.h"
@@ -14,6 +15,24 @@
 
 /* Where the server may listen, in the order tried. */
 static const int families[2] = { AF_INET, AF_INET6 };
+
+union loopback_addr {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+};
+
+/* 127.0.0.1:port or [::1]:port. */
+static socklen_t loopback_address(int family, uint16_t port, union loopback_addr *ret) {
+        if (family == AF_INET) {
+                ret->in = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons(port),
+                                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+                return sizeof ret->in;
+        }
+        ret->in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(port),
+                                           .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+        return sizeof ret->in6;
+}
 
 /* Rounds of splice per event and direction: enough to move a burst, few
  * enough that one busy connection does not starve the others. */
@@ -40,6 +59,7 @@ int forward_finished(const struct forward_flow flows[2]) {
 
 enum conn_state {
         CONN_CONNECTING,
+        CONN_WAITING,           /* nothing listens inside (yet, or again): try later */
         CONN_OPEN,
 };
 
@@ -53,6 +73,7 @@ struct conn {
         uint32_t watched[2];            /* events in the loop for fd[x]; 0: not in the loop */
         int attempt;                    /* connections tried so far (one per family) */
         int family_index;               /* of the one being tried */
+        uint64_t waiting_since;         /* CONN_WAITING: when it began, CLOCK_MONOTONIC usec */
 };
 
 struct forwarder {
@@ -64,8 +85,21 @@ struct forwarder {
         bool listening;                 /* listen_fd is in the loop */
         int retry_timer_fd;             /* after EMFILE & co: accept again later */
         int preferred;                  /* index into families[] */
+        int wait_timer_fd;              /* connections wait for the server; -1 */
+        uint64_t wait_delay_usec;
+        size_t n_waiting;
         struct forward_stats stats;
 };
+
+#define WAIT_DELAY_FIRST_USEC (10 * 1000)
+#define WAIT_DELAY_MAX_USEC (100 * 1000)
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
 
 static void update_listening(struct forwarder *f);
 
@@ -89,6 +123,8 @@ static void conn_free(struct conn *c) {
         struct forwarder *f = c->f;
 
         conn_close_fds(c);
+        if (c->state == CONN_WAITING)
+                f->n_waiting--;
         if (c->prev)
                 c->prev->next = c->next;
         else
@@ -247,6 +283,61 @@ static int conn_open(struct conn *c) {
 
 static void conn_connect_next(struct conn *c);
 
+static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct forwarder *f = userdata;
+        uint64_t now = now_usec();
+        struct conn *next;
+
+        timer_drain(fd);
+        for (struct conn *c = f->conns; c; c = next) {
+                next = c->next;
+                if (c->state != CONN_WAITING)
+                        continue;
+                f->n_waiting--;
+                if (f->p.wait_usec && now - c->waiting_since >= f->p.wait_usec) {
+                        log_debug("forwarding: nothing listened on port %u inside for %.1fs; resetting the client",
+                                  (unsigned) f->p.port, (double) f->p.wait_usec / 1e6);
+                        f->stats.refused++;
+                        reset_fd(c->fd[0]);
+                        c->state = CONN_CONNECTING;
+                        conn_free(c);
+                        continue;
+                }
+                c->state = CONN_CONNECTING;
+                c->attempt = 0;
+                conn_connect_next(c);
+        }
+        if (f->n_waiting == 0) {
+                loop_remove(l, fd);
+                timer_stop(&f->wait_timer_fd);
+                f->wait_delay_usec = WAIT_DELAY_FIRST_USEC;
+                return 0;
+        }
+        f->wait_delay_usec = f->wait_delay_usec * 2 > WAIT_DELAY_MAX_USEC ? WAIT_DELAY_MAX_USEC : f->wait_delay_usec * 2;
+        return timer_start(&f->wait_timer_fd, f->wait_delay_usec);
+}
+
+/* Refused inside: the server is not listening (yet, or again: COMMAND
+ * exits or restarts). The client waits, as it would in the backlog. */
+static void conn_wait(struct conn *c) {
+        struct forwarder *f = c->f;
+
+        c->state = CONN_WAITING;
+        if (!c->waiting_since)
+                c->waiting_since = now_usec();
+        f->n_waiting++;
+        if (f->wait_timer_fd >= 0)
+                return;
+        f->wait_delay_usec = WAIT_DELAY_FIRST_USEC;
+        if (timer_start(&f->wait_timer_fd, f->wait_delay_usec) < 0 ||
+            loop_add(f->loop, f->wait_timer_fd, EPOLLIN, wait_timer_handler, f) < 0) {
+                timer_stop(&f->wait_timer_fd);
+                f->stats.refused++;
+                reset_fd(c->fd[0]);
+                conn_free(c);
+        }
+}
+
 static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct conn *c = userdata;
         int x = fd == c->fd[0] ? 0 : 1, err;
@@ -296,25 +387,13 @@ static void conn_connect_next(struct conn *c) {
                 c->fd[1] = -1;
         }
         while (c->attempt < 2) {
-                int family, r;
-                union {
-                        struct sockaddr sa;
-                        struct sockaddr_in in;
-                        struct sockaddr_in6 in6;
-                } addr = { 0 };
+                union loopback_addr addr;
                 socklen_t len;
+                int family, r;
 
                 c->family_index = (f->preferred + c->attempt++) % 2;
                 family = families[c->family_index];
-                if (family == AF_INET) {
-                        addr.in = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons(f->p.port),
-                                                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-                        len = sizeof addr.in;
-                } else {
-                        addr.in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(f->p.port),
-                                                           .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-                        len = sizeof addr.in6;
-                }
+                len = loopback_address(family, f->p.port, &addr);
                 r = f->p.make_socket(f->p.userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &c->fd[1]);
                 if (r < 0) {
                         c->fd[1] = -1;
@@ -336,7 +415,12 @@ static void conn_connect_next(struct conn *c) {
                 close(c->fd[1]);
                 c->fd[1] = -1;
         }
-        /* Refused on every address: the server does not listen (any more). */
+        /* Refused on every address: the server does not listen (yet, or
+         * any more). */
+        if (f->p.wait_usec != FORWARD_NO_WAIT) {
+                conn_wait(c);
+                return;
+        }
         log_debug("forwarding: nothing listens on port %u inside; resetting the client", (unsigned) f->p.port);
         f->stats.refused++;
         reset_fd(c->fd[0]);
@@ -432,7 +516,7 @@ int forwarder_new(struct loop *l, const struct forward_params *params, struct fo
         f = calloc(1, sizeof *f);
         if (!f)
                 return -ENOMEM;
-        *f = (struct forwarder) { .loop = l, .p = *params, .retry_timer_fd = -1 };
+        *f = (struct forwarder) { .loop = l, .p = *params, .retry_timer_fd = -1, .wait_timer_fd = -1 };
         *ret = f;
         return 0;
 }
@@ -447,6 +531,9 @@ void forwarder_free(struct forwarder *f) {
         if (f->retry_timer_fd >= 0)
                 loop_remove(f->loop, f->retry_timer_fd);
         timer_stop(&f->retry_timer_fd);
+        if (f->wait_timer_fd >= 0)
+                loop_remove(f->loop, f->wait_timer_fd);
+        timer_stop(&f->wait_timer_fd);
         free(f);
 }
 
@@ -551,22 +638,9 @@ static int probe_fd_handler(struct loop *l, int fd, uint32_t revents, void *user
 
 static void probe_attempt(struct port_probe *p) {
         int family = families[p->family_index], r;
-        union {
-                struct sockaddr sa;
-                struct sockaddr_in in;
-                struct sockaddr_in6 in6;
-        } addr = { 0 };
-        socklen_t len;
+        union loopback_addr addr;
+        socklen_t len = loopback_address(family, p->port, &addr);
 
-        if (family == AF_INET) {
-                addr.in = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons(p->port),
-                                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-                len = sizeof addr.in;
-        } else {
-                addr.in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(p->port),
-                                                   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-                len = sizeof addr.in6;
-        }
         r = p->make_socket(p->userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &p->fd);
         if (r == -EAFNOSUPPORT) {
                 p->fd = -1;

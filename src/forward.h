@@ -23,9 +23,16 @@ struct forward_params {
         uint16_t port;                  /* the server's port, on loopback */
         unsigned max_connections;       /* at most this many at once; then stop accepting */
         size_t pipe_size;               /* bytes per direction; 0: the kernel's default */
+        /* A connection refused inside (COMMAND not listening yet, or
+         * restarting) waits and is tried again, backing off from 10 ms to
+         * 100 ms, for at most this long (0: for ever), then is reset;
+         * FORWARD_NO_WAIT resets it at once. */
+        uint64_t wait_usec;
         forward_socket_fn make_socket;
         void *userdata;
 };
+
+#define FORWARD_NO_WAIT UINT64_MAX
 
 struct forwarder;
 

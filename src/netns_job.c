@@ -102,6 +102,7 @@ int netns_job_new(const struct config *c, const struct bound_socket *sockets, si
                                           .listen_fd = sockets[in->socket].fd,
                                           .port = spec->port,
                                           .max_connections = c->max_connections,
+                                          .wait_usec = c->ready_timeout_usec,
                                           .make_socket = make_socket,
                                           .userdata = j,
                                   },
