@@ -351,8 +351,14 @@ static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata
                 err = sock_error(fd);
                 if (err == 0 && getpeername(fd, (struct sockaddr *) &peer, &len) < 0)
                         return 0;       /* still connecting: a spurious call */
-                if (err != 0) {
+                if (err == ECONNREFUSED || err == EADDRNOTAVAIL || err == ENETUNREACH) {
                         conn_connect_next(c);
+                        return 0;
+                }
+                if (err != 0) {
+                        /* Accepted, then broken before we knew (the server
+                         * reset it, or died): passed on as a reset. */
+                        conn_broken(c, 1, err);
                         return 0;
                 }
                 c->f->preferred = c->family_index;

@@ -815,6 +815,9 @@ static const struct {
         { "--exec", "--die-with-parent", NULL },
         { "--exec", "--subreaper", NULL },
         { "--exec", "--success-status=143", NULL },
+        { "--netns", "--exec", "--netns needs one supervised COMMAND: it cannot be combined with --exec or --accept" },
+        { "--netns", "--accept", "--netns needs one supervised COMMAND: it cannot be combined with --exec or --accept" },
+        { "--intercept=8080", "-v", "--intercept forwards into a network namespace: add --netns" },
 };
 
 #define EXEC_CONFLICT "--exec leaves no supervisor: it cannot be combined with --ready, --group, --kill-after, " \
@@ -860,6 +863,33 @@ START_TEST(test_no_conflicts) {
         /* Conflicting options after COMMAND are COMMAND's. */
         ck_assert_int_eq(parse(ARGV("prebind", "--exec", "srv", "--ready", "--accept")), 1);
         ck_assert(cfg.exec && !cfg.ready && !cfg.accept);
+}
+END_TEST
+
+START_TEST(test_netns_and_intercept) {
+        ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
+        ck_assert(!cfg.netns && cfg.n_intercepts == 0);
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept=8080", "--intercept=admin=9090",
+                                    "--ready", "--restart=always", "srv")), 1);
+        ck_assert(cfg.netns);
+        ck_assert_uint_eq(cfg.n_intercepts, 2);
+        ck_assert_ptr_null(cfg.intercepts[0].name);
+        ck_assert_uint_eq(cfg.intercepts[0].port, 8080);
+        ck_assert_str_eq(cfg.intercepts[1].name, "admin");
+        ck_assert_uint_eq(cfg.intercepts[1].port, 9090);
+        /* --netns alone: a private network, sockets passed as always. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "srv")), 1);
+        ck_assert(cfg.netns && cfg.n_intercepts == 0);
+        check_usage_error(ARGV("prebind", "--netns", "--intercept=0", "srv"),
+                          "prebind: --intercept: '0': port out of range 1-65535 (see --help)\n");
+        check_usage_error(ARGV("prebind", "--netns", "--intercept=a:b=1", "srv"),
+                          "prebind: --intercept: 'a:b=1': expected [NAME=]PORT, such as 8080 or web=8080 (see --help)\n");
+        check_usage_error(ARGV("prebind", "--netns", "--intercept=80", "--intercept=w=80", "srv"),
+                          "prebind: --intercept: 'w=80': this port or socket is intercepted already (see --help)\n");
+        check_usage_error(ARGV("prebind", "--netns", "--intercept=w=80", "--intercept=w=81", "srv"),
+                          "prebind: --intercept: 'w=81': this port or socket is intercepted already (see --help)\n");
+        check_usage_error(ARGV("prebind", "--netns", "--inetd", "--intercept=80", "srv"),
+                          "prebind: --intercept cannot be combined with --inetd (see --help)\n");
 }
 END_TEST
 
@@ -937,6 +967,7 @@ static Suite *config_suite(void) {
         tcase_add_loop_test(tc, test_conflicts, 0, ARRAY_SIZE(conflicts));
         tcase_add_test(tc, test_inetd_conflict);
         tcase_add_test(tc, test_no_conflicts);
+        tcase_add_test(tc, test_netns_and_intercept);
         suite_add_tcase(s, tc);
 
         return s;
