@@ -22,7 +22,6 @@ struct intercept_spec {
  * syntax or name), -ERANGE (port), -ENOMEM. *ret is untouched on failure. */
 int intercept_spec_parse(const char *text, struct intercept_spec *ret);
 
-/* Everything the command line asked for: parsed once, then read-only. */
 enum restart_mode {
         RESTART_NO,
         RESTART_ON_FAILURE,

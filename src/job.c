@@ -14,6 +14,7 @@
 #include "job.h"
 #include "log.h"
 #include "macro.h"
+#include "netns_job.h"
 #include "notify.h"
 #include "ready.h"
 #include "signals.h"
@@ -182,6 +183,21 @@ static int setup_parent_death(const struct config *c) {
         return 0;
 }
 
+/* --netns: the intercepted sockets are forwarded, the others passed. */
+static int setup_netns(struct job *job) {
+        int r = netns_job_new(job->config, job->sockets, job->n_sockets, &job->netns);
+
+        if (r < 0)
+                return r;
+        job->passed = calloc(job->n_sockets + 1, sizeof *job->passed);
+        if (!job->passed)
+                return log_oom();
+        for (size_t i = 0; i < job->n_sockets; i++)
+                if (netns_job_passes(job->netns, i))
+                        job->passed[job->n_passed++] = job->sockets[i];
+        return 0;
+}
+
 /* Readiness conditions, and COMMAND's NOTIFY_SOCKET for --ready. */
 static int setup_readiness(struct job *job) {
         const char *entry;
@@ -202,12 +218,12 @@ int job_setup(const struct config *config, struct job *ret) {
 
         *job = (struct job) { .config = config, .signal_fd = -1, .publication = { .port_file_fd = -1 } };
         if ((r = setup_parent_death(config)) < 0 || (r = bind_all(job)) < 0 || (r = check_sockets(job)) < 0 ||
-            (r = expand_templates(job)) < 0 || (r = setup_readiness(job)) < 0)
+            (r = setup_netns(job)) < 0 || (r = expand_templates(job)) < 0 || (r = setup_readiness(job)) < 0)
                 return r;
         /* With --inetd the socket is on stdin: nothing at fd 3, no LISTEN_*.
          * --accept prepares its own, per-connection environment. */
         if (!config->accept &&
-            child_env_build(environ, job->setenv, job->n_setenv, job->sockets, config->inetd ? 0 : job->n_sockets,
+            child_env_build(environ, job->setenv, job->n_setenv, job->passed, config->inetd ? 0 : job->n_passed,
                             &job->env) < 0)
                 return log_oom();
         return 0;
@@ -231,6 +247,8 @@ void job_done(struct job *job) {
         free(job->command);
         child_env_done(&job->env);
         readiness_free(job->readiness);
+        netns_job_free(job->netns);
+        free(job->passed);
         if (job->signal_fd >= 0)
                 close(job->signal_fd);
         *job = (struct job) { .signal_fd = -1, .publication = { .port_file_fd = -1 } };
@@ -269,8 +287,8 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
         return (struct spawn_plan) {
                 .command = job->command,
                 .env = (struct child_env *) &job->env,
-                .sockets = job->sockets,
-                .n_sockets = job->n_sockets,
+                .sockets = job->passed,
+                .n_sockets = job->n_passed,
                 .new_process_group = job->config->group,
                 .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
         };

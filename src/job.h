@@ -12,6 +12,7 @@
 #include "spawn.h"
 
 struct readiness;
+struct netns_job;
 
 /* How COMMAND (or the job) ended, as the modes saw it. main() alone turns
  * it into prebind's exit status (job_exit_status()). */
@@ -38,6 +39,9 @@ struct job {
         char **command;         /* COMMAND, templates expanded with --subst */
         struct child_env env;   /* COMMAND's environment (not with --accept) */
         struct readiness *readiness;
+        struct netns_job *netns;        /* --netns; NULL without */
+        struct bound_socket *passed;    /* what COMMAND gets: the sockets less the intercepted */
+        size_t n_passed;
         struct publication publication;
         bool published;
         int signal_fd;          /* the supervised modes' signalfd; -1 */

@@ -137,7 +137,3 @@ void timer_drain(int fd) {
 
         (void) !read(fd, &ticks, sizeof ticks);
 }
-
-int loop_get_fd(const struct loop *l) {
-        return l->epoll_fd;
-}

@@ -38,7 +38,3 @@ int timer_start(int *fd, uint64_t usec);
 void timer_stop(int *fd);
 /* Read a fired timer's expiry count so that it stops being readable. */
 void timer_drain(int fd);
-
-/* The epoll fd, for a caller that polls it among others (readable when
- * a source has an event). */
-int loop_get_fd(const struct loop *l);

@@ -21,13 +21,15 @@ struct intercepted {
 };
 
 struct netns_job {
-        struct loop *loop;
+        const struct config *config;
+        const struct bound_socket *sockets;
+        struct loop *loop;              /* while attached */
+        netns_job_ready_fn ready;
+        void *userdata;
         struct netns netns;
         struct intercepted *intercepts;
         size_t n_intercepts;
         size_t n_waiting;
-        bool became_ready;              /* in this dispatch */
-        int failed;                     /* -errno from a probe */
 };
 
 static int make_socket(void *userdata, int family, int type, int *ret_fd) {
@@ -50,20 +52,18 @@ static int resolve(const struct intercept_spec *spec, const struct bound_socket 
 int netns_job_new(const struct config *c, const struct bound_socket *sockets, size_t n_sockets,
                   struct netns_job **ret) {
         struct netns_job *j;
-        int r;
 
         *ret = NULL;
         if (!c->netns)
                 return 0;
         j = calloc(1, sizeof *j);
         if (!j)
-                return log_error_errno(ENOMEM, "out of memory");
-        j->netns = (struct netns) NETNS_INIT;
+                return log_oom();
+        *j = (struct netns_job) { .config = c, .sockets = sockets, .netns = NETNS_INIT };
         j->intercepts = calloc(c->n_intercepts + 1, sizeof *j->intercepts);
-        r = j->intercepts ? loop_new(&j->loop) : -ENOMEM;
-        if (r < 0) {
+        if (!j->intercepts) {
                 netns_job_free(j);
-                return log_error_errno(r, "out of memory");
+                return log_oom();
         }
         for (size_t k = 0; k < c->n_intercepts; k++) {
                 const struct intercept_spec *spec = &c->intercepts[k];
@@ -97,35 +97,52 @@ int netns_job_new(const struct config *c, const struct bound_socket *sockets, si
                         netns_job_free(j);
                         return -EINVAL;
                 }
-                r = forwarder_new(j->loop,
-                                  &(struct forward_params) {
-                                          .listen_fd = sockets[in->socket].fd,
-                                          .port = spec->port,
-                                          .max_connections = c->max_connections,
-                                          .wait_usec = c->ready_timeout_usec,
-                                          .make_socket = make_socket,
-                                          .userdata = j,
-                                  },
-                                  &in->forwarder);
-                if (r < 0) {
-                        netns_job_free(j);
-                        return log_error_errno(r, "cannot forward socket '%s': %m", sockets[in->socket].name);
-                }
         }
         *ret = j;
         return 0;
 }
 
-void netns_job_free(struct netns_job *j) {
+int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata) {
+        j->loop = loop;
+        j->ready = ready;
+        j->userdata = userdata;
+        for (size_t k = 0; k < j->n_intercepts; k++) {
+                struct intercepted *in = &j->intercepts[k];
+                int r = forwarder_new(loop,
+                                      &(struct forward_params) {
+                                              .listen_fd = j->sockets[in->socket].fd,
+                                              .port = in->port,
+                                              .max_connections = j->config->max_connections,
+                                              .wait_usec = j->config->ready_timeout_usec,
+                                              .make_socket = make_socket,
+                                              .userdata = j,
+                                      },
+                                      &in->forwarder);
+                if (r < 0)
+                        return log_error_errno(r, "cannot forward socket '%s': %m", j->sockets[in->socket].name);
+        }
+        return 0;
+}
+
+void netns_job_detach(struct netns_job *j) {
         if (!j)
                 return;
         for (size_t k = 0; k < j->n_intercepts; k++) {
                 port_probe_free(j->intercepts[k].probe);
+                j->intercepts[k].probe = NULL;
                 forwarder_free(j->intercepts[k].forwarder);
+                j->intercepts[k].forwarder = NULL;
         }
+        j->n_waiting = 0;
+        j->loop = NULL;
+}
+
+void netns_job_free(struct netns_job *j) {
+        if (!j)
+                return;
+        netns_job_detach(j);
         free(j->intercepts);
         netns_close(&j->netns);
-        loop_free(j->loop);
         free(j);
 }
 
@@ -136,7 +153,7 @@ bool netns_job_passes(const struct netns_job *j, size_t i) {
         return true;
 }
 
-int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan, struct notify_socket *notify) {
+int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan) {
         enum netns_step step;
         char why[512];
         int r;
@@ -147,21 +164,14 @@ int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan, struct notif
                 log_error("%s", netns_explain(step, r, geteuid() == 0, "/proc/sys", why, sizeof why));
                 return r;
         }
-        if (notify && notify->fd >= 0) {
-                int fd;
-
-                /* NOTIFY_SOCKET names an abstract socket, and those are
-                 * per network namespace: the same name, inside. */
-                r = netns_socket(&j->netns, AF_UNIX, SOCK_DGRAM, &fd);
-                if (r >= 0)
-                        r = notify_socket_move(notify, fd);
-                if (r < 0)
-                        return log_error_errno(r, "cannot make the notification socket in the namespace: %m");
-        }
         plan->join_netns = true;
         plan->net_fd = j->netns.net_fd;
         plan->user_fd = j->netns.user_fd;
         return 0;
+}
+
+int netns_job_socket(const struct netns_job *j, int family, int type, int *ret_fd) {
+        return netns_socket(&j->netns, family, type, ret_fd);
 }
 
 static void probe_done(void *userdata, int result) {
@@ -171,8 +181,9 @@ static void probe_done(void *userdata, int result) {
         port_probe_free(in->probe);
         in->probe = NULL;
         if (result < 0) {
-                j->failed = log_error_errno(result, "cannot connect to port %u in the namespace: %m",
-                                            (unsigned) in->port);
+                /* The keeper is gone (prebind ran out of something):
+                 * the port cannot become ready; the timeout says so. */
+                log_error_errno(result, "cannot connect to port %u in the namespace: %m", (unsigned) in->port);
                 return;
         }
         log_debug("port %u accepts in the namespace (%s): forwarding", (unsigned) in->port,
@@ -180,9 +191,9 @@ static void probe_done(void *userdata, int result) {
         in->ready = true;
         forwarder_prefer_family(in->forwarder, result);
         if (forwarder_start(in->forwarder) < 0)
-                j->failed = log_error_errno(ENOMEM, "cannot accept on the intercepted socket: %m");
+                log_error_errno(ENOMEM, "cannot accept on the intercepted socket: %m");
         if (--j->n_waiting == 0)
-                j->became_ready = true;
+                j->ready(j->userdata);
 }
 
 int netns_job_started(struct netns_job *j) {
@@ -222,18 +233,3 @@ size_t netns_job_waiting(const struct netns_job *j, unsigned *ret_port) {
         return j ? j->n_waiting : 0;
 }
 
-int netns_job_fd(const struct netns_job *j) {
-        return j ? loop_get_fd(j->loop) : -1;
-}
-
-int netns_job_dispatch(struct netns_job *j) {
-        int r;
-
-        j->became_ready = false;
-        r = loop_dispatch_once(j->loop, 0);
-        if (r < 0)
-                return log_error_errno(r, "forwarding: %m");
-        if (j->failed < 0)
-                return j->failed;
-        return j->became_ready ? 1 : 0;
-}

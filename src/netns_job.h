@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "notify.h"
+#include "loop.h"
 #include "socket.h"
 #include "spawn.h"
 
@@ -29,9 +29,18 @@ void netns_job_free(struct netns_job *j);
 /* Is socket i passed to COMMAND? Intercepted ones are forwarded instead. */
 bool netns_job_passes(const struct netns_job *j, size_t i);
 
-/* Before a start: make the namespace and tell plan to join it; move the
- * notify socket (may be NULL) into it. Logs why not: -errno. */
-int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan, struct notify_socket *notify);
+/* Forward on loop; ready(userdata) is called when every intercepted port
+ * of the running COMMAND accepts. Detach before the loop is freed. */
+typedef void (*netns_job_ready_fn)(void *userdata);
+int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata);
+void netns_job_detach(struct netns_job *j);
+
+/* Before a start: make the namespace and tell plan to join it. Logs why
+ * not: -errno. */
+int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan);
+/* A socket made in the current namespace (e.g. COMMAND's notification
+ * socket: abstract unix names are per network namespace). 0 or -errno. */
+int netns_job_socket(const struct netns_job *j, int family, int type, int *ret_fd);
 /* COMMAND runs: probe every intercepted port. */
 int netns_job_started(struct netns_job *j);
 /* COMMAND has exited: stop accepting, drop the namespace. */
@@ -39,8 +48,3 @@ void netns_job_stopped(struct netns_job *j);
 
 /* Ports that do not accept yet; the first of them in *ret_port. */
 size_t netns_job_waiting(const struct netns_job *j, unsigned *ret_port);
-
-/* The loop's fd, to poll; and its dispatch: returns 1 when the last port
- * became ready in this call, 0, or -errno (logged). */
-int netns_job_fd(const struct netns_job *j);
-int netns_job_dispatch(struct netns_job *j);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "notify.h"
@@ -40,8 +41,31 @@ int readiness_new(const struct config *config, struct readiness **ret) {
                         return k < 0 ? k : -ENOMEM;
                 }
         }
+        if (config->netns && config->n_intercepts > 0)
+                r->conditions |= READY_PORTS;
         *ret = r;
         return 0;
+}
+
+static int on_notify(struct loop *l, int fd, uint32_t revents, void *userdata);
+
+int readiness_move_notify(struct readiness *r, int fd) {
+        int old = r->notify.fd, k;
+
+        if (old < 0) {
+                close(fd);
+                return 0;
+        }
+        if (r->loop)
+                loop_remove(r->loop, old);
+        k = notify_socket_move(&r->notify, fd);
+        /* On failure the old socket stays, and is watched again. */
+        if (r->loop && r->notify.fd >= 0) {
+                int w = loop_add(r->loop, r->notify.fd, EPOLLIN, on_notify, r);
+                if (k == 0)
+                        k = w;
+        }
+        return k;
 }
 
 void readiness_detach(struct readiness *r) {
@@ -196,6 +220,7 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 const char *text;
         } phrases[] = {
                 { READY_NOTIFY, "did not send READY=1" },
+                { READY_PORTS, "did not accept a connection on its --intercept port inside its namespace" },
         };
         size_t len = 0;
 

@@ -15,6 +15,7 @@
  * to the loop in readiness_start() and removed in readiness_stop(). */
 enum ready_condition {
         READY_NOTIFY = 1u << 0,         /* --ready: READY=1 from COMMAND or a descendant */
+        READY_PORTS = 1u << 1,          /* --netns --intercept: every port accepts inside */
 };
 
 enum readiness_event {
@@ -56,6 +57,12 @@ void readiness_forget_child(struct readiness *r);
 /* Hear what COMMAND sent before it exited (a last STATUS=, STOPPING=1),
  * before its exit is acted upon. */
 void readiness_hear(struct readiness *r);
+
+/* --netns: COMMAND's notification socket, made anew in its namespace
+ * (fd, an AF_UNIX datagram socket made there): abstract unix names are
+ * per network namespace, so the same name is bound there and the old
+ * socket closed. NOTIFY_SOCKET stays as it was. Returns 0 or -errno. */
+int readiness_move_notify(struct readiness *r, int fd);
 
 /* A condition holds (for the checks that join later: each calls this). */
 void readiness_condition_met(struct readiness *r, enum ready_condition condition);

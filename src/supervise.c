@@ -13,6 +13,7 @@
 #include "log.h"
 #include "loop.h"
 #include "macro.h"
+#include "netns_job.h"
 #include "notify.h"
 #include "parse.h"
 #include "process.h"
@@ -136,6 +137,22 @@ static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
 
 static int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata);
 
+/* --netns: a new namespace for each COMMAND, and its notification socket
+ * made there (abstract unix names are per network namespace). */
+static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
+        int r, fd;
+
+        r = netns_job_prepare(s->job->netns, plan);
+        if (r < 0 || !s->config->ready)
+                return r;
+        r = netns_job_socket(s->job->netns, AF_UNIX, SOCK_DGRAM, &fd);
+        if (r >= 0)
+                r = readiness_move_notify(s->job->readiness, fd);
+        if (r < 0)
+                return log_error_errno(r, "cannot make the notification socket in the namespace: %m");
+        return 0;
+}
+
 /* Fork COMMAND; it waits at its gate until released. Without readiness
  * conditions the addresses are published first, while it waits: before
  * COMMAND runs, with its pid known. */
@@ -147,6 +164,8 @@ static int start_command(struct supervisor *s) {
 
         /* setup_signals() made every disposition the default. */
         plan.dispositions_are_default = true;
+        if (s->job->netns && (r = prepare_netns(s, &plan)) < 0)
+                return r;
         r = spawn_child(&plan, &child);
         if (r < 0)
                 /* pipe2() or fork(): out of fds or processes. */
@@ -175,7 +194,10 @@ static int start_command(struct supervisor *s) {
                 close(s->pidfd);
                 s->pidfd = -1;
         }
-        return needs_ready ? readiness_start(s->job->readiness, child.pid) : 0;
+        if (needs_ready && (r = readiness_start(s->job->readiness, child.pid)) < 0)
+                return r;
+        /* --intercept: ready once every port accepts inside. */
+        return s->job->netns ? netns_job_started(s->job->netns) : 0;
 }
 
 static void log_not_ready(struct supervisor *s) {
@@ -287,6 +309,8 @@ static void command_exited(struct supervisor *s, int status) {
         s->pidfd = -1;
         s->child = 0;
         readiness_forget_child(s->job->readiness);
+        if (s->job->netns)
+                netns_job_stopped(s->job->netns);
         disarm_timer(s, &s->kill_timer_fd);
         s->outcome = (struct outcome) { OUTCOME_EXITED, status };
         log_debug("'%s' ended, exit status %d", command_name(s), status);
@@ -354,8 +378,15 @@ static void on_readiness(enum readiness_event event, void *userdata) {
         on_event(s, event == READINESS_MET ? LC_READY : LC_READY_TIMEOUT);
 }
 
+static void on_ports_ready(void *userdata) {
+        struct supervisor *s = userdata;
+
+        readiness_condition_met(s->job->readiness, READY_PORTS);
+}
+
 static void supervisor_done(struct supervisor *s) {
         readiness_detach(s->job->readiness);
+        netns_job_detach(s->job->netns);
         disarm_timer(s, &s->kill_timer_fd);
         disarm_timer(s, &s->restart_timer_fd);
         if (s->pidfd >= 0)
@@ -384,6 +415,8 @@ int supervise(struct job *job, struct outcome *ret) {
         if ((r = loop_add(s.loop, job->signal_fd, EPOLLIN, on_signalfd, &s)) < 0 ||
             (r = readiness_attach(job->readiness, s.loop, on_readiness, &s)) < 0)
                 return log_error_errno(r, "cannot watch the event sources: %m");
+        if (job->netns && (r = netns_job_attach(job->netns, s.loop, on_ports_ready, &s)) < 0)
+                return r;
 
         s.state = lifecycle_started(&facts);
         r = start_command(&s);
