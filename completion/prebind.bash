@@ -8,11 +8,11 @@
 # Long options that take a value ("=" attached, or as the next word).
 _prebind_opts_with_arg=(--listen --backlog --socket-mode --port-file --port-fd --format
     --setenv --kill-after --success-status --restart --restart-delay --restart-limit
-    --max-connections)
+    --max-connections --intercept)
 # Long options whose value is optional and must be attached with "=".
 _prebind_opts_optional_arg=(--print --ready)
 _prebind_opts_no_arg=(--reuseport --v6only --subst --exec --accept --inetd --group
-    --die-with-parent --subreaper --quiet --verbose --help --version)
+    --die-with-parent --subreaper --netns --quiet --verbose --help --version)
 _prebind_short_opts=(-l -E -q -v -h)
 
 # Completions for the value of option $1, given the value typed so far $2.
@@ -132,7 +132,7 @@ _prebind() {
             return 0
             ;;
         --listen | -l | --backlog | --socket-mode | --port-fd | --kill-after | \
-            --success-status | --restart-delay | --restart-limit | --max-connections)
+            --success-status | --restart-delay | --restart-limit | --max-connections | --intercept)
             COMPREPLY=()
             return 0
             ;;
