@@ -325,6 +325,18 @@ def test_ready_notification_reaches_prebind_from_the_namespace(start):
     assert p.stop() == 128 + signal.SIGTERM
 
 
+def test_a_port_that_never_accepts_inside_times_out_with_124(start):
+    # READY=1 comes, but nothing listens on 8080 inside: the readiness
+    # timeout of --ready ends it, naming the unmet condition.
+    began = time.monotonic()
+    out = run(["--netns", "--intercept=8080", "--ready=1s", "--print", "--", PYTHON, server("notify_server.py"),
+               "send:READY=1", "sleep:30"])
+    assert out.returncode == 124
+    assert out.stdout == ""     # never published
+    assert "did not accept a connection on its --intercept port inside its namespace within 1.0s" in out.stderr
+    assert time.monotonic() - began < TIMEOUT
+
+
 @pytest.mark.parametrize("args,message", [
     (["--netns", "-l", "udp:127.0.0.1:0", "--intercept=8080"], "UDP forwarding is not supported"),
     (["--intercept=8080"], "--intercept forwards into a network namespace: add --netns"),
