@@ -119,20 +119,33 @@ static void conn_close_fds(struct conn *c) {
         }
 }
 
-static void conn_free(struct conn *c) {
+static void conn_unlink(struct conn *c) {
         struct forwarder *f = c->f;
 
-        conn_close_fds(c);
-        if (c->state == CONN_WAITING)
-                f->n_waiting--;
         if (c->prev)
                 c->prev->next = c->next;
         else
                 f->conns = c->next;
         if (c->next)
                 c->next->prev = c->prev;
+        c->prev = c->next = NULL;
+}
+
+static void conn_destroy(struct conn *c) {
+        struct forwarder *f = c->f;
+
+        conn_close_fds(c);
+        if (c->state == CONN_WAITING)
+                f->n_waiting--;
         f->n_conns--;
         free(c);
+}
+
+static void conn_free(struct conn *c) {
+        struct forwarder *f = c->f;
+
+        conn_unlink(c);
+        conn_destroy(c);
         update_listening(f);
 }
 
@@ -531,8 +544,14 @@ void forwarder_free(struct forwarder *f) {
         if (!f)
                 return;
         f->wanted = false;
-        while (f->conns)
-                conn_free(f->conns);
+        while (f->conns) {
+                struct conn *c = f->conns;
+
+                f->conns = c->next;
+                if (f->conns)
+                        f->conns->prev = NULL;
+                conn_destroy(c);
+        }
         update_listening(f);
         if (f->retry_timer_fd >= 0)
                 loop_remove(f->loop, f->retry_timer_fd);
@@ -619,14 +638,6 @@ static void probe_succeeded(struct port_probe *p) {
         p->done(p->done_userdata, family);
 }
 
-static void probe_next_family(struct port_probe *p) {
-        probe_drop_fd(p);
-        if (++p->family_index >= 2)
-                probe_round_failed(p);
-        else
-                probe_attempt(p);
-}
-
 static int probe_fd_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct port_probe *p = userdata;
         struct sockaddr_storage peer;
@@ -637,36 +648,42 @@ static int probe_fd_handler(struct loop *l, int fd, uint32_t revents, void *user
                 return 0;
         if (err == 0)
                 probe_succeeded(p);
-        else
-                probe_next_family(p);
+        else {
+                probe_drop_fd(p);
+                p->family_index++;
+                probe_attempt(p);
+        }
         return 0;
 }
 
+/* Connect on each family left in this round; the last one tried may
+ * still be in progress (then probe_fd_handler() goes on). */
 static void probe_attempt(struct port_probe *p) {
-        int family = families[p->family_index], r;
-        union loopback_addr addr;
-        socklen_t len = loopback_address(family, p->port, &addr);
+        for (; p->family_index < 2; p->family_index++) {
+                int family = families[p->family_index], r;
+                union loopback_addr addr;
+                socklen_t len = loopback_address(family, p->port, &addr);
 
-        r = p->make_socket(p->userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &p->fd);
-        if (r == -EAFNOSUPPORT) {
-                p->fd = -1;
-                probe_next_family(p);
-                return;
-        }
-        if (r < 0) {
-                p->fd = -1;
-                p->done(p->done_userdata, r);
-                return;
-        }
-        if (connect(p->fd, &addr.sa, len) == 0) {
-                probe_succeeded(p);
-                return;
-        }
-        if (errno != EINPROGRESS || loop_add(p->loop, p->fd, EPOLLOUT, probe_fd_handler, p) < 0) {
+                r = p->make_socket(p->userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &p->fd);
+                if (r == -EAFNOSUPPORT) {
+                        p->fd = -1;
+                        continue;
+                }
+                if (r < 0) {
+                        p->fd = -1;
+                        p->done(p->done_userdata, r);
+                        return;
+                }
+                if (connect(p->fd, &addr.sa, len) == 0) {
+                        probe_succeeded(p);
+                        return;
+                }
+                if (errno == EINPROGRESS && loop_add(p->loop, p->fd, EPOLLOUT, probe_fd_handler, p) == 0)
+                        return;
                 close(p->fd);
                 p->fd = -1;
-                probe_next_family(p);
         }
+        probe_round_failed(p);
 }
 
 int port_probe_start(struct loop *l, uint16_t port, forward_socket_fn make_socket, void *userdata,

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -6,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -138,6 +140,28 @@ static int loopback_up(void) {
         return r;
 }
 
+/* Close every fd but keep. close_range(2) where the kernel (or valgrind)
+ * has it, else one by one from /proc/self/fd. */
+static void close_all_but(int keep) {
+        DIR *d;
+        struct dirent *de;
+
+        if ((keep == 0 || syscall(SYS_close_range, 0U, (unsigned) keep - 1, 0U) == 0) &&
+            syscall(SYS_close_range, (unsigned) keep + 1, ~0U, 0U) == 0)
+                return;
+        d = opendir("/proc/self/fd");
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char *end;
+                long fd = strtol(de->d_name, &end, 10);
+
+                if (end != de->d_name && *end == '\0' && fd != keep && fd != dirfd(d))
+                        close((int) fd);
+        }
+        closedir(d);
+}
+
 static void keeper_fail(int sock, enum netns_step step, int r) {
         struct keeper_report report = { .err = -r, .step = step };
 
@@ -161,13 +185,9 @@ static void __attribute__((noreturn)) keeper_main(int sock, pid_t parent) {
                 _exit(1);
         /* Nothing of prebind's stays open here: not its sockets (clients
          * would not see them close), not its stdout (a reader would wait
-         * for the keeper's exit to see EOF). */
-        for (int fd = 0; fd <= 2; fd++)
-                if (fd != sock)
-                        close(fd);
-        if (sock > 3)
-                (void) syscall(SYS_close_range, 3U, (unsigned) sock - 1, 0U);
-        (void) syscall(SYS_close_range, (unsigned) sock + 1, ~0U, 0U);
+         * for the keeper's exit to see EOF), and above all not prebind's
+         * end of the control socket (the keeper would never see EOF). */
+        close_all_but(sock);
 
         /* Root makes a network namespace only. Without CAP_SYS_ADMIN (not
          * root, or root in a container), a user namespace as well, which
@@ -257,12 +277,15 @@ void netns_close(struct netns *n) {
         if (n->control_fd >= 0)
                 close(n->control_fd);
         if (n->pid > 0) {
-                /* The keeper exits at once on EOF. Through the pidfd, a pid
-                 * that prebind's reaper collected already (and that may be
-                 * reused) is never waited for: that is ECHILD. */
+                /* The keeper exits on EOF; SIGKILL makes sure, as it holds
+                 * nothing worth a clean exit. Through the pidfd, a keeper
+                 * that prebind's reaper collected already (its pid may be
+                 * reused) is neither signalled (ESRCH) nor waited for
+                 * (ECHILD). */
                 if (n->pidfd >= 0) {
                         siginfo_t info;
 
+                        (void) syscall(SYS_pidfd_send_signal, n->pidfd, SIGKILL, NULL, 0U);
                         while (waitid((idtype_t) P_PIDFD, (id_t) n->pidfd, &info, WEXITED) < 0 && errno == EINTR)
                                 ;
                 } else
@@ -309,7 +332,7 @@ int netns_enter(int net_fd, int user_fd) {
 
 /* The value of a sysctl as a number, or -1 if it is not there. */
 static long read_sysctl(const char *dir, const char *name) {
-        char path[512], buf[32];
+        char path[512], buf[32], *end;
         ssize_t k;
         long v;
         int fd;
@@ -323,7 +346,9 @@ static long read_sysctl(const char *dir, const char *name) {
         if (k <= 0)
                 return -1;
         buf[k] = '\0';
-        return sscanf(buf, "%ld", &v) == 1 ? v : -1;
+        errno = 0;
+        v = strtol(buf, &end, 10);
+        return errno == 0 && end != buf && (*end == '\n' || *end == '\0') ? v : -1;
 }
 
 static const char *step_name(enum netns_step step) {
