@@ -232,12 +232,13 @@ static int add_intercept(struct config *c, const char *arg) {
                 return usage_error("--intercept", arg, "port out of range 1-65535");
         if (r < 0)
                 return usage_error("--intercept", arg, "expected [NAME=]PORT, such as 8080 or web=8080");
+        /* The same socket for two ports is refused once the sockets are
+         * known (src/netns_job.c); two sockets for one port are fine. */
         for (size_t i = 0; i < c->n_intercepts; i++)
-                if (c->intercepts[i].port == spec.port ||
-                    ((c->intercepts[i].name == NULL) == (spec.name == NULL) &&
-                     (!spec.name || strcmp(spec.name, c->intercepts[i].name) == 0))) {
+                if (c->intercepts[i].port == spec.port && !c->intercepts[i].name == !spec.name &&
+                    (!spec.name || strcmp(spec.name, c->intercepts[i].name) == 0)) {
                         free(spec.name);
-                        return usage_error("--intercept", arg, "this port or socket is intercepted already");
+                        return usage_error("--intercept", arg, "the same port and socket twice");
                 }
         grown = realloc(c->intercepts, (c->n_intercepts + 1) * sizeof *grown);
         if (!grown) {

@@ -15,7 +15,7 @@
  * to the loop in readiness_start() and removed in readiness_stop(). */
 enum ready_condition {
         READY_NOTIFY = 1u << 0,         /* --ready: READY=1 from COMMAND or a descendant */
-        READY_PORTS = 1u << 1,          /* --netns --intercept: every port accepts inside */
+        READY_PORTS = 1u << 2,          /* --netns --intercept: every port accepts inside */
 };
 
 enum readiness_event {

@@ -313,6 +313,18 @@ def test_servers_that_reach_each_other_inside_one_namespace(start, go_server):
     assert p.stop() == 128 + signal.SIGTERM
 
 
+def test_two_sockets_forwarded_to_one_port(start, go_server):
+    p = start(["--netns", "-l", "v4=127.0.0.1:0", "-l", "v6=[::1]:0", "--intercept=v4=8080", "--intercept=v6=8080",
+               "--print=addr", "--", go_server])
+    v4, v6 = p.readline(), p.readline()
+    assert fields(ask(int(v4.rsplit(":", 1)[1]), "id"))["id"] == ""
+    with socket.create_connection(("::1", int(v6.rsplit(":", 1)[1])), timeout=TIMEOUT) as s:
+        s.sendall(b"id\n")
+        s.shutdown(socket.SHUT_WR)
+        assert read_all(s).startswith(b"id=")
+    assert p.stop() == 128 + signal.SIGTERM
+
+
 def test_ready_notification_reaches_prebind_from_the_namespace(start):
     began = time.monotonic()
     p = start(["--netns", "--ready=20s", "--print=url", "--", PYTHON, server("notify_server.py"), "sleep:0.5",
@@ -341,7 +353,8 @@ def test_a_port_that_never_accepts_inside_times_out_with_124(start):
     (["--netns", "-l", "udp:127.0.0.1:0", "--intercept=8080"], "UDP forwarding is not supported"),
     (["--intercept=8080"], "--intercept forwards into a network namespace: add --netns"),
     (["--netns", "--intercept=web=8080"], "no socket is named 'web'"),
-    (["--netns", "--intercept=8080", "--intercept=8080"], "intercepted already"),
+    (["--netns", "--intercept=8080", "--intercept=8080"], "the same port and socket twice"),
+    (["--netns", "--intercept=8080", "--intercept=9090"], "is intercepted twice"),
     (["--netns", "-l", "a=0", "--intercept=8080", "--intercept=a=9090"], "is intercepted twice"),
     (["--netns", "--intercept=0"], "port out of range 1-65535"),
     (["--netns", "--intercept=65536"], "port out of range 1-65535"),

@@ -884,10 +884,12 @@ START_TEST(test_netns_and_intercept) {
                           "prebind: --intercept: '0': port out of range 1-65535 (see --help)\n");
         check_usage_error(ARGV("prebind", "--netns", "--intercept=a:b=1", "srv"),
                           "prebind: --intercept: 'a:b=1': expected [NAME=]PORT, such as 8080 or web=8080 (see --help)\n");
-        check_usage_error(ARGV("prebind", "--netns", "--intercept=80", "--intercept=w=80", "srv"),
-                          "prebind: --intercept: 'w=80': this port or socket is intercepted already (see --help)\n");
-        check_usage_error(ARGV("prebind", "--netns", "--intercept=w=80", "--intercept=w=81", "srv"),
-                          "prebind: --intercept: 'w=81': this port or socket is intercepted already (see --help)\n");
+        check_usage_error(ARGV("prebind", "--netns", "--intercept=80", "--intercept=80", "srv"),
+                          "prebind: --intercept: '80': the same port and socket twice (see --help)\n");
+        check_usage_error(ARGV("prebind", "--netns", "--intercept=w=80", "--intercept=w=80", "srv"),
+                          "prebind: --intercept: 'w=80': the same port and socket twice (see --help)\n");
+        /* Two sockets for one port: both forwarded to it. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept=a=80", "--intercept=b=80", "srv")), 1);
         check_usage_error(ARGV("prebind", "--netns", "--inetd", "--intercept=80", "srv"),
                           "prebind: --intercept cannot be combined with --inetd (see --help)\n");
 }
