@@ -39,6 +39,8 @@ static void help(void) {
                "      --exec                   replace prebind by COMMAND instead of supervising\n"
                "      --ready[=TIMEOUT]        give COMMAND a NOTIFY_SOCKET and publish only once it\n"
                "                               sends READY=1 (default timeout 90s; 'infinity')\n"
+               "      --ready-timeout=DURATION stop COMMAND and exit 124 if it is not ready in time\n"
+               "                               (--ready, --intercept; default 90s; 'infinity')\n"
                "      --restart=WHEN           run COMMAND again when it exits: no, on-failure,\n"
                "                               always; SIGHUP then restarts it on demand\n"
                "      --restart-delay=DURATION wait before a restart (default 100ms)\n"
@@ -48,6 +50,11 @@ static void help(void) {
                "      --max-connections=N      with --accept, at most N COMMANDs at once (default 64)\n"
                "      --inetd                  pass the connection (--accept) or the listening socket\n"
                "                               on stdin/stdout instead of fd 3\n"
+               "\n"
+               "Servers that bind their own port:\n"
+               "      --intercept=[NAME=]PORT  COMMAND's own bind() of PORT (any IPv4/IPv6 address)\n"
+               "                               gets socket NAME (default: the first) instead, through\n"
+               "                               an LD_PRELOAD library; publish once it is claimed\n"
                "\n"
                "Supervision:\n"
                "      --group                  run COMMAND in its own process group and signal\n"
@@ -82,6 +89,8 @@ enum {
         ARG_SUBST,
         ARG_EXEC,
         ARG_READY,
+        ARG_READY_TIMEOUT,
+        ARG_INTERCEPT,
         ARG_RESTART,
         ARG_RESTART_DELAY,
         ARG_RESTART_LIMIT,
@@ -110,6 +119,8 @@ static const struct option options[] = {
         { "subst",       no_argument,       NULL, ARG_SUBST },
         { "exec",        no_argument,       NULL, ARG_EXEC },
         { "ready",       optional_argument, NULL, ARG_READY },
+        { "ready-timeout", required_argument, NULL, ARG_READY_TIMEOUT },
+        { "intercept",   required_argument, NULL, ARG_INTERCEPT },
         { "restart",     required_argument, NULL, ARG_RESTART },
         { "restart-delay", required_argument, NULL, ARG_RESTART_DELAY },
         { "restart-limit", required_argument, NULL, ARG_RESTART_LIMIT },
@@ -185,6 +196,36 @@ static int add_setenv(struct config *c, char *arg) {
                 return log_oom();
         c->setenv = grown;
         c->setenv[c->n_setenv++] = arg;
+        return 0;
+}
+
+/* "[NAME=]PORT". NAME must name a socket: checked once the sockets,
+ * inherited ones too, are known. */
+static int add_intercept(struct config *c, const char *arg) {
+        const char *eq = strrchr(arg, '=');
+        const char *port_text = eq ? eq + 1 : arg;
+        struct intercept_spec *grown;
+        unsigned long port;
+        char *name = NULL;
+
+        if (parse_uint(port_text, 1, 65535, &port) < 0)
+                return usage_error("--intercept", arg, "expected [NAME=]PORT with a port from 1 to 65535");
+        if (eq) {
+                name = strndup(arg, (size_t) (eq - arg));
+                if (!name)
+                        return log_error_errno(ENOMEM, "out of memory");
+                if (!fdname_is_valid(name)) {
+                        free(name);
+                        return usage_error("--intercept", arg, "invalid socket name");
+                }
+        }
+        grown = realloc(c->intercepts, (c->n_intercepts + 1) * sizeof *grown);
+        if (!grown) {
+                free(name);
+                return log_error_errno(ENOMEM, "out of memory");
+        }
+        c->intercepts = grown;
+        c->intercepts[c->n_intercepts++] = (struct intercept_spec) { .name = name, .port = (uint16_t) port };
         return 0;
 }
 
@@ -280,6 +321,14 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 else if (arg && (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0))
                         return usage_error("--ready", arg, "expected a duration such as 30s, or infinity");
                 return 0;
+        case ARG_READY_TIMEOUT:
+                if (strcmp(arg, "infinity") == 0)
+                        c->ready_timeout_usec = 0;
+                else if (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0)
+                        return usage_error("--ready-timeout", arg, "expected a duration such as 30s, or infinity");
+                return 0;
+        case ARG_INTERCEPT:
+                return add_intercept(c, arg);
         case ARG_RESTART:
                 if (strcmp(arg, "no") == 0)
                         c->restart = RESTART_NO;
@@ -356,6 +405,15 @@ static int check_conflicts(const struct config *c) {
                 n_stream += c->listens[i].type == SOCK_STREAM;
         if (c->accept && n_stream != c->n_listens)
                 return usage_error(NULL, NULL, "--accept takes stream sockets only (no udp:)");
+        if (c->n_intercepts && (c->accept || c->exec || c->inetd))
+                return usage_error(NULL, NULL, "--intercept needs the supervisor and a server that binds: it cannot "
+                                   "be combined with --accept, --exec or --inetd");
+        for (size_t i = 0; i < c->n_intercepts; i++)
+                for (size_t j = 0; j < i; j++)
+                        if (c->intercepts[i].port == c->intercepts[j].port &&
+                            !!c->intercepts[i].name == !!c->intercepts[j].name &&
+                            (!c->intercepts[i].name || strcmp(c->intercepts[i].name, c->intercepts[j].name) == 0))
+                                return usage_error(NULL, NULL, "--intercept: the same port and socket twice");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
         return 0;
@@ -438,6 +496,11 @@ void config_done(struct config *c) {
                 listen_spec_done(&c->listens[i]);
         free(c->listens);
         free(c->setenv);
+        for (size_t i = 0; i < c->n_intercepts; i++)
+                free(c->intercepts[i].name);
+        free(c->intercepts);
+        c->intercepts = NULL;
+        c->n_intercepts = 0;
         c->listens = NULL;
         c->setenv = NULL;
         c->n_listens = c->n_setenv = 0;

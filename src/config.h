@@ -10,6 +10,12 @@
 #include "format.h"
 #include "socket.h"
 
+/* --intercept=[NAME=]PORT: COMMAND's own bind() of PORT gets socket NAME. */
+struct intercept_spec {
+        char *name;             /* NULL: the first socket */
+        uint16_t port;          /* 1-65535 */
+};
+
 enum restart_mode {
         RESTART_NO,
         RESTART_ON_FAILURE,
@@ -38,12 +44,14 @@ struct config {
 
         bool exec;
         bool ready;             /* --ready: publish after COMMAND's READY=1 */
-        uint64_t ready_timeout_usec; /* 0: wait forever */
+        uint64_t ready_timeout_usec; /* --ready-timeout (and --intercept's); 0: wait forever */
         enum restart_mode restart;
         bool restart_set;       /* --restart given: SIGHUP restarts COMMAND */
         uint64_t restart_delay_usec;
         unsigned restart_burst; /* at most this many restarts… (0: no limit) */
         uint64_t restart_interval_usec; /* …within this interval */
+        struct intercept_spec *intercepts;
+        size_t n_intercepts;
         bool accept;            /* one COMMAND per connection */
         bool inetd;             /* sockets on stdin/stdout instead of fd 3 */
         unsigned max_connections;
