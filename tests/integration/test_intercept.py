@@ -377,18 +377,32 @@ def test_setuid_program_is_refused(tmp_path):
     assert out.returncode == 125 and "setuid" in out.stderr, out.stderr
 
 
-def test_server_that_binds_another_port_is_124_naming_it(tmp_path):
+def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        other = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def test_server_that_binds_another_port_is_124_naming_it(tmp_path):
+    other = free_port()
+    # It binds at once; the deadline leaves room for a slow start.
+    code = f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {other})); s.listen(); time.sleep(60)"
     started = time.monotonic()
-    out = run(["--intercept=8000", "--ready-timeout=1s", "--", PYTHON, server("own_port_http.py"), "--port",
-               str(other), "--host", "127.0.0.1"])
+    out = run(["--intercept=8000", "--ready-timeout=3s", "--", PYTHON, "-c", code])
     assert out.returncode == 124, out.stderr
-    assert f"it bound 127.0.0.1:{other}/tcp, not port 8000/tcp" in out.stderr, out.stderr
-    assert [l for l in out.stderr.splitlines() if l.startswith("prebind:")] == \
-        [l for l in out.stderr.splitlines() if "did not claim its socket within 1.0s" in l]
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert "did not claim its socket within 3.0s: " in out.stderr, out.stderr
+    assert f"it bound 127.0.0.1:{other}/tcp, not port 8000/tcp; stopping it" in out.stderr, out.stderr
     assert time.monotonic() - started < TIMEOUT
+
+
+def test_server_that_binds_another_port_and_exits_names_it(tmp_path):
+    other = free_port()
+    code = f"import socket; s = socket.socket(); s.bind(('127.0.0.1', {other})); raise SystemExit(4)"
+    out = run(["--intercept=8000", "--", PYTHON, "-c", code])
+    assert out.returncode == 4
+    assert f"exited before it claimed its socket, with status 4: it bound 127.0.0.1:{other}/tcp, not port " \
+           f"8000/tcp" in out.stderr, out.stderr
 
 
 def test_server_that_never_binds_is_124(tmp_path):
