@@ -17,6 +17,8 @@
 #include "log.h"
 #include "process.h"
 
+_Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both ends");
+
 /* Binds COMMAND reported, the last few, for the message on a timeout. */
 #define REPORTS_MAX 8
 /* Connections accepted and not yet answered. */
@@ -328,30 +330,31 @@ void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
         buf[0] = '\0';
         if (broker_all_claimed(b))
                 return;
-        /* What it bound instead, then what it did not bind. */
+        for (size_t i = 0; i < b->n_targets; i++)
+                if (!b->targets[i].claimed)
+                        len = append(buf, size, len, "%s%u/%s", shown++ ? " or " : "did not claim port ",
+                                     b->targets[i].target.port, type_name(b->targets[i].target.type));
+        /* What it bound instead. */
+        shown = 0;
         for (size_t k = first; k < b->n_reports; k++) {
                 const struct report *r = &b->reports[k % REPORTS_MAX];
                 bool v6 = r->family == AF_INET6;
 
                 if (r->kind != INTERCEPT_REPORT)
                         continue;
-                len = append(buf, size, len, "%s", shown++ ? ", " : "it bound ");
+                len = append(buf, size, len, "%s", shown++ ? ", " : " (it bound ");
                 if (r->family == AF_UNIX)
                         len = append(buf, size, len, "unix socket '%s'", r->address);
                 else
                         len = append(buf, size, len, "%s%s%s:%u/%s", v6 ? "[" : "", r->address, v6 ? "]" : "",
                                      r->port, type_name(r->type));
         }
-        len = append(buf, size, len, "%s", shown ? ", not port " : "it did not bind port ");
-        shown = 0;
-        for (size_t i = 0; i < b->n_targets; i++)
-                if (!b->targets[i].claimed)
-                        len = append(buf, size, len, "%s%u/%s", shown++ ? " or " : "", b->targets[i].target.port,
-                                     type_name(b->targets[i].target.type));
+        if (shown)
+                len = append(buf, size, len, " instead)");
         if (b->refused)
                 (void) append(buf, size, len, " (%u claim%s refused to pid %d, which does not descend from it)",
                               b->refused, b->refused == 1 ? "" : "s", (int) b->refused_pid);
         else if (b->n_reports == 0)
-                (void) append(buf, size, len, ", and never called bind() through the C library (a static or Go "
-                              "program makes raw system calls: see --netns)");
+                (void) append(buf, size, len, " (it never called bind() through the C library: a static or Go "
+                              "program makes raw system calls, see --netns)");
 }

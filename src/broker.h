@@ -19,6 +19,9 @@ struct broker_target {
 
 struct broker;
 
+/* At most this many targets (src/intercept/match.h's list). */
+#define INTERCEPT_TARGETS_MAX 32
+
 /* A broker for n targets (at most INTERCEPT_PORTS_MAX), listening on a
  * private abstract unix socket with an unguessable name. Returns 0 or
  * -errno. The targets are copied; their fds must outlive the broker. */
@@ -45,7 +48,8 @@ int broker_dispatch(struct broker *b);
  * last broker_set_command()? */
 bool broker_all_claimed(const struct broker *b);
 
-/* Why not, in one phrase for "prebind: 'CMD' …": "did not bind port 6379
- * (it bound 0.0.0.0:6380/tcp)", "never called bind() through the C
- * library…". Empty when all are claimed. */
+/* Why not, in one phrase for "prebind: 'CMD' … within 90s": "did not
+ * claim port 6379/tcp (it bound 0.0.0.0:6380/tcp instead)", or "(it
+ * never called bind() through the C library…)". Empty when all are
+ * claimed. */
 void broker_describe_unmet(const struct broker *b, char *buf, size_t size);
