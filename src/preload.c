@@ -11,6 +11,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "macro.h"
 #include "preload.h"
 #include "version.h"
 
@@ -121,48 +122,40 @@ static int elf_scan(int fd, bool *has_interp, bool *is_go) {
         return 1;
 }
 
-static int check_program(const char *path, int depth, const char **ret_reason) {
+/* One file: 1 with the interpreter of a #! script in interp, 0 when
+ * there is nothing against it, -EPERM with *ret_reason. */
+static int check_file(const char *path, char *interp, size_t size, const char **ret_reason) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         char head[256];
         struct stat st;
         bool has_interp = false, is_go = false;
         ssize_t n;
-        int fd, elf;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0) {
-                if (fd >= 0)
-                        close(fd);
+        if (fd < 0 || fstat(fd, &st) < 0)
                 return 0;
-        }
         /* Secure-execution mode (ld.so(8)): LD_PRELOAD is ignored when exec
          * changes the credentials. */
         if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid())) {
-                close(fd);
                 *ret_reason = "is setuid or setgid: the dynamic linker ignores LD_PRELOAD for it";
                 return -EPERM;
         }
         if (fgetxattr(fd, "security.capability", NULL, 0) > 0) {
-                close(fd);
                 *ret_reason = "has file capabilities: the dynamic linker ignores LD_PRELOAD for it";
                 return -EPERM;
         }
         n = pread(fd, head, sizeof head - 1, 0);
         if (n > 2 && head[0] == '#' && head[1] == '!') {
-                char *p = head + 2, *end;
+                char *p = head + 2;
 
-                close(fd);
                 head[n] = '\0';
                 p += strspn(p, " \t");
-                end = p + strcspn(p, " \t\n");
-                *end = '\0';
-                /* Linux follows at most 4 levels of interpreters. */
-                if (!*p || depth >= 4)
+                p[strcspn(p, " \t\n")] = '\0';
+                if (!*p || strlen(p) >= size)
                         return 0;
-                return check_program(p, depth + 1, ret_reason);
+                memcpy(interp, p, strlen(p) + 1);
+                return 1;
         }
-        elf = elf_scan(fd, &has_interp, &is_go);
-        close(fd);
-        if (elf <= 0)
+        if (elf_scan(fd, &has_interp, &is_go) <= 0)
                 return 0;
         if (is_go) {
                 *ret_reason = "is a Go program: Go's net package makes its own system calls, which no LD_PRELOAD "
@@ -177,7 +170,20 @@ static int check_program(const char *path, int depth, const char **ret_reason) {
 }
 
 int preload_check_program(const char *path, const char **ret_reason) {
-        return check_program(path, 0, ret_reason);
+        char current[256], next[256];
+
+        if (strlen(path) >= sizeof current)
+                return 0;
+        memcpy(current, path, strlen(path) + 1);
+        /* A script is judged by its interpreter: Linux follows at most 4
+         * levels of them. */
+        for (int depth = 0; depth <= 4; depth++) {
+                int r = check_file(current, next, sizeof next, ret_reason);
+                if (r <= 0)
+                        return r;
+                memcpy(current, next, sizeof current);
+        }
+        return 0;
 }
 
 int preload_env_entry(const char *existing, const char *library, char **ret) {

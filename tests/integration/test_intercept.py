@@ -388,10 +388,10 @@ def test_server_that_binds_another_port_is_124_naming_it(tmp_path):
     # It binds at once; the deadline leaves room for a slow start.
     code = f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {other})); s.listen(); time.sleep(60)"
     started = time.monotonic()
-    out = run(["--intercept=8000", "--ready-timeout=3s", "--", PYTHON, "-c", code])
+    out = run(["--intercept=8000", "--ready-timeout=5s", "--", PYTHON, "-c", code])
     assert out.returncode == 124, out.stderr
     assert out.stderr.count("\n") == 1, out.stderr
-    assert f"did not claim port 8000/tcp (it bound 127.0.0.1:{other}/tcp instead) within 3.0s; stopping it" \
+    assert f"did not claim port 8000/tcp (it bound 127.0.0.1:{other}/tcp instead) within 5.0s; stopping it" \
         in out.stderr, out.stderr
     assert time.monotonic() - started < TIMEOUT
 
