@@ -7,6 +7,7 @@
  * refusal, and what is said when nothing is claimed. */
 #include <arpa/inet.h>
 #include <check.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -282,6 +283,59 @@ START_TEST(test_check_program) {
 }
 END_TEST
 
+/* A 64-bit ELF file with a PT_INTERP program header (dynamically linked)
+ * and, if section is given, a section of that name. */
+static void write_elf(const char *path, const char *section) {
+        struct {
+                Elf64_Ehdr eh;
+                Elf64_Phdr ph;
+                Elf64_Shdr sh[3];
+                char strtab[64];
+        } f = { 0 };
+        static const char names[] = "\0.shstrtab\0";
+        size_t name_at = sizeof names - 1;
+
+        memcpy(f.eh.e_ident, ELFMAG, SELFMAG);
+        f.eh.e_ident[EI_CLASS] = ELFCLASS64;
+        f.eh.e_ident[EI_DATA] = ELFDATA2LSB;
+        f.eh.e_ident[EI_VERSION] = EV_CURRENT;
+        f.eh.e_type = ET_DYN;
+        f.eh.e_phoff = offsetof(__typeof__(f), ph);
+        f.eh.e_phentsize = sizeof f.ph;
+        f.eh.e_phnum = 1;
+        f.eh.e_shoff = offsetof(__typeof__(f), sh);
+        f.eh.e_shentsize = sizeof f.sh[0];
+        f.eh.e_shnum = section ? 3 : 2;
+        f.eh.e_shstrndx = 1;
+        f.ph.p_type = PT_INTERP;
+        memcpy(f.strtab, names, sizeof names);
+        f.sh[1].sh_name = 1;
+        f.sh[1].sh_offset = offsetof(__typeof__(f), strtab);
+        if (section) {
+                memcpy(f.strtab + name_at, section, strlen(section) + 1);
+                f.sh[2].sh_name = (Elf64_Word) name_at;
+        }
+        write_file(path, &f, sizeof f, 0755);
+}
+
+START_TEST(test_check_go_program) {
+        const char *reason = NULL;
+        char path[128];
+
+        snprintf(path, sizeof path, "%s/dynamic", scratch);
+        write_elf(path, ".text");
+        ck_assert_int_eq(preload_check_program(path, &reason), 0);
+        /* Dynamically linked, but Go: its net package makes raw system calls. */
+        write_elf(path, ".note.go.buildid");
+        ck_assert_int_eq(preload_check_program(path, &reason), -EPERM);
+        ck_assert_ptr_nonnull(strstr(reason, "Go program"));
+        reason = NULL;
+        write_elf(path, ".go.buildinfo");
+        ck_assert_int_eq(preload_check_program(path, &reason), -EPERM);
+        ck_assert_ptr_nonnull(strstr(reason, "Go program"));
+}
+END_TEST
+
 /* ---- the broker and the interposer, end to end ------------------------- */
 
 #define WANTED 48123    /* the port the "server" binds: never bound for real */
@@ -512,6 +566,7 @@ static Suite *intercept_suite(void) {
         tcase_add_test(tc, test_relative_path);
         tcase_add_test(tc, test_env_entry);
         tcase_add_test(tc, test_check_program);
+        tcase_add_test(tc, test_check_go_program);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("broker");
