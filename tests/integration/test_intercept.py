@@ -211,3 +211,29 @@ def test_bad_usage_is_125_with_one_line(args, message):
     out = run(args + ["--", "true"])
     assert out.returncode == 125
     assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+
+
+NOTIFY_AFTER_BIND = """
+import os, socket, sys, time
+s = socket.socket(); s.bind(("0.0.0.0", 8000)); s.listen()
+if sys.argv[1] == "notify":
+    n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    addr = os.environ["NOTIFY_SOCKET"]
+    n.sendto(b"READY=1", "\\0" + addr[1:] if addr.startswith("@") else addr)
+time.sleep(30)
+"""
+
+
+def test_ready_and_intercept_both_must_hold(tmp_path):
+    # Claimed, but no READY=1: not ready; the message names what is missing.
+    out = run(["--ready=3s", "--intercept=8000", "--", PYTHON, "-c", NOTIFY_AFTER_BIND, "quiet"])
+    assert out.returncode == 124
+    assert "did not send READY=1 within 3.0s" in out.stderr and "claim" not in out.stderr, out.stderr
+
+
+def test_ready_and_intercept_publish_once_both_came(start, tmp_path):
+    p = start(["--print", "--ready", "--intercept=8000", "--", PYTHON, "-c", NOTIFY_AFTER_BIND, "notify"])
+    port = int(p.readline())
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT):
+        pass  # the server's listening socket (it never accepts: the handshake is enough)
+    assert port != 8000
