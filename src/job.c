@@ -242,7 +242,7 @@ static int setup_intercept(struct job *job) {
         const struct config *c = job->config;
         struct broker_target targets[INTERCEPT_TARGETS_MAX];
         _cleanup_free_ char *path = NULL, *library = NULL;
-        const char *reason = NULL;
+        const char *reason = NULL, *existing;
         struct broker *broker;
         int r;
 
@@ -263,7 +263,13 @@ static int setup_intercept(struct job *job) {
         if (r < 0)
                 return log_error_errno(r, "--intercept: cannot find libprebind-intercept.so beside '%s' "
                                        "(set PREBIND_INTERCEPT_LIBRARY)", program_invocation_name);
-        r = preload_env_entry(getenv("LD_PRELOAD"), library, &job->setenv[job->n_setenv]);
+        /* Appended to the user's LD_PRELOAD: the last -E LD_PRELOAD=…, or
+         * prebind's own. */
+        existing = getenv("LD_PRELOAD");
+        for (size_t i = 0; i < job->n_setenv; i++)
+                if (strncmp(job->setenv[i], "LD_PRELOAD=", strlen("LD_PRELOAD=")) == 0)
+                        existing = job->setenv[i] + strlen("LD_PRELOAD=");
+        r = preload_env_entry(existing, library, &job->setenv[job->n_setenv]);
         if (r == -EINVAL) {
                 log_error("--intercept: the library path '%s' holds a space or ':', which LD_PRELOAD cannot take",
                           library);

@@ -237,3 +237,15 @@ def test_ready_and_intercept_publish_once_both_came(start, tmp_path):
     with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT):
         pass  # the server's listening socket (it never accepts: the handshake is enough)
     assert port != 8000
+
+
+def test_users_ld_preload_is_kept_first(tmp_path):
+    code = "import os; print(os.environ['LD_PRELOAD'])"
+    lib = os.environ.get("PREBIND_INTERCEPT_LIBRARY", "")
+    for args, env_value in ((["-E", "LD_PRELOAD=/nonexistent-a.so"], None), ([], "/nonexistent-b.so")):
+        env = dict(os.environ, LD_PRELOAD=env_value) if env_value else None
+        out = run(["-q", "--intercept=8000"] + args + ["--", PYTHON, "-c", code],
+                  env=env)
+        first, _, last = out.stdout.strip().partition(":")
+        assert first == (env_value or "/nonexistent-a.so"), out
+        assert last.endswith("/libprebind-intercept.so") and (not lib or os.path.samefile(last, lib)), out
