@@ -203,29 +203,21 @@ static int add_setenv(struct config *c, char *arg) {
  * inherited ones too, are known. */
 static int add_intercept(struct config *c, const char *arg) {
         const char *eq = strrchr(arg, '=');
-        const char *port_text = eq ? eq + 1 : arg;
         struct intercept_spec *grown;
+        _cleanup_free_ char *name = NULL;
         unsigned long port;
-        char *name = NULL;
 
-        if (parse_uint(port_text, 1, 65535, &port) < 0)
+        if (parse_uint(eq ? eq + 1 : arg, 1, 65535, &port) < 0)
                 return usage_error("--intercept", arg, "expected [NAME=]PORT with a port from 1 to 65535");
-        if (eq) {
-                name = strndup(arg, (size_t) (eq - arg));
-                if (!name)
-                        return log_error_errno(ENOMEM, "out of memory");
-                if (!fdname_is_valid(name)) {
-                        free(name);
-                        return usage_error("--intercept", arg, "invalid socket name");
-                }
-        }
+        if (eq && !(name = strndup(arg, (size_t) (eq - arg))))
+                return log_oom();
+        if (name && !fdname_is_valid(name))
+                return usage_error("--intercept", arg, "invalid socket name");
         grown = realloc(c->intercepts, (c->n_intercepts + 1) * sizeof *grown);
-        if (!grown) {
-                free(name);
-                return log_error_errno(ENOMEM, "out of memory");
-        }
+        if (!grown)
+                return log_oom();
         c->intercepts = grown;
-        c->intercepts[c->n_intercepts++] = (struct intercept_spec) { .name = name, .port = (uint16_t) port };
+        c->intercepts[c->n_intercepts++] = (struct intercept_spec) { .name = TAKE_PTR(name), .port = (uint16_t) port };
         return 0;
 }
 

@@ -43,7 +43,10 @@ static size_t n_ports;
 
 /* The sockets this process was handed, to tell a second bind of the same
  * port (0.0.0.0 then ::) from a retry after the first was closed. Copied
- * by fork() together with the fds it describes. */
+ * by fork() together with the fds it describes. Not locked: servers bind
+ * their listening sockets from one thread, at start; two threads binding
+ * the same intercepted port at once could both claim (both then work,
+ * sharing one socket). */
 static struct claim {
         uint16_t port;
         int type;
