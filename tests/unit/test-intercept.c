@@ -24,6 +24,9 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "config.h"
+#include "loop.h"
+#include "ready.h"
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "preload.h"
@@ -544,6 +547,109 @@ START_TEST(test_broker_garbage) {
 }
 END_TEST
 
+/* ---- a claim as a readiness condition (ready.c) ------------------------ */
+
+struct readiness_calls {
+        int met, timed_out;
+};
+
+static void on_readiness(enum readiness_event event, void *userdata) {
+        struct readiness_calls *calls = userdata;
+
+        if (event == READINESS_MET)
+                calls->met++;
+        else
+                calls->timed_out++;
+}
+
+/* intercept-client SCENARIO as COMMAND of a readiness with the broker,
+ * through a real loop, until the readiness is decided or the client is
+ * gone and heard (bounded). */
+static struct readiness_calls run_with_readiness(const char *scenario, uint64_t timeout_usec, char *why,
+                                                 size_t why_size) {
+        static char *command[] = { (char *) "intercept-client", NULL };
+        struct config config = { .port_fd = -1, .ready_timeout_usec = timeout_usec, .command = command };
+        const char *client = getenv("INTERCEPT_CLIENT"), *library = getenv("PREBIND_INTERCEPT_LIBRARY");
+        struct broker_target targets[] = {
+                { .port = WANTED, .type = SOCK_STREAM, .fd = fx.tcp, .name = "http" },
+                { .port = WANTED, .type = SOCK_DGRAM, .fd = fx.udp, .name = "dns" },
+        };
+        struct readiness_calls calls = { 0 };
+        char wanted[16], tcp[16], udp[16], preload[512];
+        struct readiness *r;
+        struct broker *broker;
+        struct loop *loop;
+        bool exited = false;
+        int status;
+        pid_t pid;
+
+        ck_assert_ptr_nonnull(client);
+        ck_assert_int_eq(loop_new(&loop), 0);
+        ck_assert_int_eq(readiness_new(&config, &r), 0);
+        ck_assert(!readiness_needed(r));
+        ck_assert_int_eq(broker_open(targets, 2, &broker), 0);
+        readiness_add_broker(r, broker);
+        ck_assert(readiness_needed(r));
+        ck_assert_int_eq(readiness_attach(r, loop, on_readiness, &calls), 0);
+        snprintf(wanted, sizeof wanted, "%d", WANTED);
+        snprintf(tcp, sizeof tcp, "%u", fx.tcp_port);
+        snprintf(udp, sizeof udp, "%u", fx.udp_port);
+        snprintf(preload, sizeof preload, "LD_PRELOAD=%s", library);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                char *env[] = { preload, (char *) broker_env_address(broker), (char *) broker_env_ports(broker), NULL };
+                char *argv[] = { (char *) client, (char *) scenario, wanted, tcp, udp, NULL };
+                execve(client, argv, env);
+                _exit(127);
+        }
+        ck_assert_int_eq(readiness_start(r, pid), 0);
+        ck_assert(readiness_waiting(r));
+        for (int i = 0; i < 1000 && !calls.met && !calls.timed_out; i++) {
+                ck_assert_int_ge(loop_dispatch_once(loop, 20), 0);
+                if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+                        exited = true;
+                        readiness_hear(r);      /* as the supervisor does before acting on an exit */
+                        if (!timeout_usec)
+                                break;
+                }
+        }
+        if (!exited)
+                waitpid(pid, &status, 0);
+        readiness_describe_unmet(r, why, why_size);
+        readiness_free(r);
+        loop_free(loop);
+        return calls;
+}
+
+START_TEST(test_readiness_met_by_claims) {
+        char why[512];
+        struct readiness_calls calls = run_with_readiness("both", 0, why, sizeof why);
+
+        ck_assert_int_eq(calls.met, 1);
+        ck_assert_int_eq(calls.timed_out, 0);
+}
+END_TEST
+
+START_TEST(test_readiness_not_met_by_half) {
+        char why[512];
+        struct readiness_calls calls = run_with_readiness("tcp", 0, why, sizeof why);
+
+        ck_assert_int_eq(calls.met, 0);
+        ck_assert_msg(strcmp(why, "did not claim port 48123/udp") == 0, "%s", why);
+}
+END_TEST
+
+START_TEST(test_readiness_times_out_naming_the_port) {
+        char why[512];
+        struct readiness_calls calls = run_with_readiness("nothing", 200 * 1000, why, sizeof why);
+
+        ck_assert_int_eq(calls.met, 0);
+        ck_assert_int_eq(calls.timed_out, 1);
+        ck_assert_msg(strstr(why, "did not claim port 48123/tcp or 48123/udp (it never called bind()"), "%s", why);
+}
+END_TEST
+
 static Suite *intercept_suite(void) {
         Suite *s = suite_create("intercept");
         TCase *tc;
@@ -583,6 +689,14 @@ static Suite *intercept_suite(void) {
         tcase_add_test(tc, test_nothing_bound);
         tcase_add_test(tc, test_refused_to_a_stranger);
         tcase_add_test(tc, test_inert_without_broker);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("readiness");
+        tcase_set_timeout(tc, 30);
+        tcase_add_checked_fixture(tc, broker_setup, broker_teardown);
+        tcase_add_test(tc, test_readiness_met_by_claims);
+        tcase_add_test(tc, test_readiness_not_met_by_half);
+        tcase_add_test(tc, test_readiness_times_out_naming_the_port);
         suite_add_tcase(s, tc);
         return s;
 }
