@@ -384,11 +384,11 @@ static void broker_teardown(void) {
 /* Run intercept-client SCENARIO with the interposer, serving the broker
  * until it exits (bounded). Returns its exit status. claimant: who may
  * claim (0: the client itself). */
-static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
+/* Start intercept-client SCENARIO with the interposer and broker's
+ * variables (without PREBIND_BROKER if with_broker is false). */
+static pid_t spawn_client(const struct broker *broker, const char *scenario, bool with_broker) {
         const char *client = getenv("INTERCEPT_CLIENT"), *library = getenv("PREBIND_INTERCEPT_LIBRARY");
         char wanted[16], tcp[16], udp[16], preload[512];
-        struct timespec start, now;
-        int status = -1;
         pid_t pid;
 
         ck_assert_msg(client && library, "INTERCEPT_CLIENT and PREBIND_INTERCEPT_LIBRARY must be set (meson test)");
@@ -399,14 +399,21 @@ static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
         pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
-                char *env[] = { preload, (char *) broker_env_address(fx.broker),
-                                (char *) broker_env_ports(fx.broker), NULL };
+                char *env[] = { preload, (char *) broker_env_address(broker), (char *) broker_env_ports(broker), NULL };
                 char *argv[] = { (char *) client, (char *) scenario, wanted, tcp, udp, NULL };
                 if (!with_broker)
                         env[1] = NULL;
                 execve(client, argv, env);
                 _exit(127);
         }
+        return pid;
+}
+
+static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
+        struct timespec start, now;
+        int status = -1;
+        pid_t pid = spawn_client(fx.broker, scenario, with_broker);
+
         broker_set_command(fx.broker, claimant ? claimant : pid);
         clock_gettime(CLOCK_MONOTONIC, &start);
         for (;;) {
@@ -569,13 +576,11 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
                                                  size_t why_size) {
         static char *command[] = { (char *) "intercept-client", NULL };
         struct config config = { .port_fd = -1, .ready_timeout_usec = timeout_usec, .command = command };
-        const char *client = getenv("INTERCEPT_CLIENT"), *library = getenv("PREBIND_INTERCEPT_LIBRARY");
         struct broker_target targets[] = {
                 { .port = WANTED, .type = SOCK_STREAM, .fd = fx.tcp, .name = "http" },
                 { .port = WANTED, .type = SOCK_DGRAM, .fd = fx.udp, .name = "dns" },
         };
         struct readiness_calls calls = { 0 };
-        char wanted[16], tcp[16], udp[16], preload[512];
         struct readiness *r;
         struct broker *broker;
         struct loop *loop;
@@ -583,7 +588,6 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
         int status;
         pid_t pid;
 
-        ck_assert_ptr_nonnull(client);
         ck_assert_int_eq(loop_new(&loop), 0);
         ck_assert_int_eq(readiness_new(&config, &r), 0);
         ck_assert(!readiness_needed(r));
@@ -591,18 +595,7 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
         readiness_add_broker(r, broker);
         ck_assert(readiness_needed(r));
         ck_assert_int_eq(readiness_attach(r, loop, on_readiness, &calls), 0);
-        snprintf(wanted, sizeof wanted, "%d", WANTED);
-        snprintf(tcp, sizeof tcp, "%u", fx.tcp_port);
-        snprintf(udp, sizeof udp, "%u", fx.udp_port);
-        snprintf(preload, sizeof preload, "LD_PRELOAD=%s", library);
-        pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-                char *env[] = { preload, (char *) broker_env_address(broker), (char *) broker_env_ports(broker), NULL };
-                char *argv[] = { (char *) client, (char *) scenario, wanted, tcp, udp, NULL };
-                execve(client, argv, env);
-                _exit(127);
-        }
+        pid = spawn_client(broker, scenario, true);
         ck_assert_int_eq(readiness_start(r, pid), 0);
         ck_assert(readiness_waiting(r));
         for (int i = 0; i < 1000 && !calls.met && !calls.timed_out; i++) {
