@@ -8,7 +8,7 @@
 # Long options that take a value ("=" attached, or as the next word).
 _prebind_opts_with_arg=(--listen --backlog --socket-mode --port-file --port-fd --format
     --setenv --kill-after --success-status --restart --restart-delay --restart-limit
-    --max-connections --intercept)
+    --max-connections --intercept --ready-timeout)
 # Long options whose value is optional and must be attached with "=".
 _prebind_opts_optional_arg=(--print --ready)
 _prebind_opts_no_arg=(--reuseport --v6only --subst --exec --accept --inetd --group
@@ -22,7 +22,7 @@ _prebind_values() {
         --format | --print)
             mapfile -t COMPREPLY < <(compgen -W 'port addr url json env' -- "$value")
             ;;
-        --ready)
+        --ready | --ready-timeout)
             mapfile -t COMPREPLY < <(compgen -W 'infinity' -- "$value")
             ;;
         --restart)

@@ -39,6 +39,8 @@ static void help(void) {
                "      --exec                   replace prebind by COMMAND instead of supervising\n"
                "      --ready[=TIMEOUT]        give COMMAND a NOTIFY_SOCKET and publish only once it\n"
                "                               sends READY=1 (default timeout 90s; 'infinity')\n"
+               "      --ready-timeout=DURATION stop COMMAND and exit 124 if it is not ready in time\n"
+               "                               (--ready, --intercept; default 90s; 'infinity')\n"
                "      --restart=WHEN           run COMMAND again when it exits: no, on-failure,\n"
                "                               always; SIGHUP then restarts it on demand\n"
                "      --restart-delay=DURATION wait before a restart (default 100ms)\n"
@@ -50,6 +52,14 @@ static void help(void) {
                "      --inetd                  pass the connection (--accept) or the listening socket\n"
                "                               on stdin/stdout instead of fd 3\n"
                "\n"
+               "Servers that bind their own port:\n"
+               "      --intercept=[NAME=]PORT  COMMAND's own bind() of PORT (any IPv4/IPv6 address)\n"
+               "                               gets socket NAME (default: the first) instead, through\n"
+               "                               an LD_PRELOAD library; publish once it is claimed.\n"
+               "                               With --netns: each connection to socket NAME is\n"
+               "                               forwarded to PORT inside; publish once PORT accepts\n"
+               "      --netns                  run COMMAND in a new network namespace (loopback up)\n"
+               "\n"
                "Supervision:\n"
                "      --group                  run COMMAND in its own process group and signal\n"
                "                               the whole group\n"
@@ -59,12 +69,7 @@ static void help(void) {
                "      --subreaper              adopt and reap orphaned descendants (as PID 1 does)\n"
                "      --success-status=CODE    report exit status CODE as 0 (repeatable; e.g. 143)\n"
                "\n"
-               "Servers that bind their own port:\n"
-               "      --netns                  run COMMAND in a new network namespace (loopback up)\n"
-               "      --intercept=[NAME=]PORT  with --netns: forward each connection to socket NAME\n"
-               "                               (default the first) to PORT inside the namespace;\n"
-               "                               publish once PORT accepts (repeatable)\n"
-               "\n"
+
                "  -q, --quiet                  print errors only\n"
                "  -v, --verbose                print details\n"
                "  -h, --help                   show this help and exit\n"
@@ -89,6 +94,8 @@ enum {
         ARG_SUBST,
         ARG_EXEC,
         ARG_READY,
+        ARG_READY_TIMEOUT,
+        ARG_INTERCEPT,
         ARG_RESTART,
         ARG_RESTART_DELAY,
         ARG_RESTART_LIMIT,
@@ -101,7 +108,6 @@ enum {
         ARG_SUBREAPER,
         ARG_SUCCESS_STATUS,
         ARG_NETNS,
-        ARG_INTERCEPT,
         ARG_VERSION,
 };
 
@@ -119,6 +125,8 @@ static const struct option options[] = {
         { "subst",       no_argument,       NULL, ARG_SUBST },
         { "exec",        no_argument,       NULL, ARG_EXEC },
         { "ready",       optional_argument, NULL, ARG_READY },
+        { "ready-timeout", required_argument, NULL, ARG_READY_TIMEOUT },
+        { "intercept",   required_argument, NULL, ARG_INTERCEPT },
         { "restart",     required_argument, NULL, ARG_RESTART },
         { "restart-delay", required_argument, NULL, ARG_RESTART_DELAY },
         { "restart-limit", required_argument, NULL, ARG_RESTART_LIMIT },
@@ -131,7 +139,6 @@ static const struct option options[] = {
         { "subreaper",   no_argument,       NULL, ARG_SUBREAPER },
         { "success-status", required_argument, NULL, ARG_SUCCESS_STATUS },
         { "netns",       no_argument,       NULL, ARG_NETNS },
-        { "intercept",   required_argument, NULL, ARG_INTERCEPT },
         { "quiet",       no_argument,       NULL, 'q' },
         { "verbose",     no_argument,       NULL, 'v' },
         { "help",        no_argument,       NULL, 'h' },
@@ -199,54 +206,25 @@ static int add_setenv(struct config *c, char *arg) {
         return 0;
 }
 
-int intercept_spec_parse(const char *text, struct intercept_spec *ret) {
-        const char *eq = strrchr(text, '='), *port = eq ? eq + 1 : text;
-        char *name = NULL;
-        unsigned long n;
-        int r;
-
-        r = parse_uint(port, 1, 65535, &n);
-        if (r < 0)
-                return r;
-        if (eq) {
-                name = strndup(text, (size_t) (eq - text));
-                if (!name)
-                        return -ENOMEM;
-                if (!fdname_is_valid(name)) {
-                        free(name);
-                        return -EINVAL;
-                }
-        }
-        *ret = (struct intercept_spec) { .name = name, .port = (uint16_t) n };
-        return 0;
-}
-
+/* "[NAME=]PORT". NAME must name a socket: checked once the sockets,
+ * inherited ones too, are known. */
 static int add_intercept(struct config *c, const char *arg) {
-        struct intercept_spec spec, *grown;
-        int r;
+        const char *eq = strrchr(arg, '=');
+        struct intercept_spec *grown;
+        _cleanup_free_ char *name = NULL;
+        unsigned long port;
 
-        r = intercept_spec_parse(arg, &spec);
-        if (r == -ENOMEM)
-                return log_error_errno(r, "out of memory");
-        if (r == -ERANGE)
-                return usage_error("--intercept", arg, "port out of range 1-65535");
-        if (r < 0)
-                return usage_error("--intercept", arg, "expected [NAME=]PORT, such as 8080 or web=8080");
-        /* The same socket for two ports is refused once the sockets are
-         * known (src/netns_job.c); two sockets for one port are fine. */
-        for (size_t i = 0; i < c->n_intercepts; i++)
-                if (c->intercepts[i].port == spec.port && !c->intercepts[i].name == !spec.name &&
-                    (!spec.name || strcmp(spec.name, c->intercepts[i].name) == 0)) {
-                        free(spec.name);
-                        return usage_error("--intercept", arg, "the same port and socket twice");
-                }
+        if (parse_uint(eq ? eq + 1 : arg, 1, 65535, &port) < 0)
+                return usage_error("--intercept", arg, "expected [NAME=]PORT with a port from 1 to 65535");
+        if (eq && !(name = strndup(arg, (size_t) (eq - arg))))
+                return log_oom();
+        if (name && !fdname_is_valid(name))
+                return usage_error("--intercept", arg, "invalid socket name");
         grown = realloc(c->intercepts, (c->n_intercepts + 1) * sizeof *grown);
-        if (!grown) {
-                free(spec.name);
-                return log_error_errno(ENOMEM, "out of memory");
-        }
+        if (!grown)
+                return log_oom();
         c->intercepts = grown;
-        c->intercepts[c->n_intercepts++] = spec;
+        c->intercepts[c->n_intercepts++] = (struct intercept_spec) { .name = TAKE_PTR(name), .port = (uint16_t) port };
         return 0;
 }
 
@@ -342,6 +320,14 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 else if (arg && (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0))
                         return usage_error("--ready", arg, "expected a duration such as 30s, or infinity");
                 return 0;
+        case ARG_READY_TIMEOUT:
+                if (strcmp(arg, "infinity") == 0)
+                        c->ready_timeout_usec = 0;
+                else if (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0)
+                        return usage_error("--ready-timeout", arg, "expected a duration such as 30s, or infinity");
+                return 0;
+        case ARG_INTERCEPT:
+                return add_intercept(c, arg);
         case ARG_RESTART:
                 if (strcmp(arg, "no") == 0)
                         c->restart = RESTART_NO;
@@ -391,8 +377,6 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
         case ARG_NETNS:
                 c->netns = true;
                 return 0;
-        case ARG_INTERCEPT:
-                return add_intercept(c, arg);
         case 'q':
                 log_set_level(LOG_LEVEL_ERROR);
                 return 0;
@@ -423,17 +407,20 @@ static int check_conflicts(const struct config *c) {
                 n_stream += c->listens[i].type == SOCK_STREAM;
         if (c->accept && n_stream != c->n_listens)
                 return usage_error(NULL, NULL, "--accept takes stream sockets only (no udp:)");
+        if (c->n_intercepts && (c->accept || c->exec || c->inetd))
+                return usage_error(NULL, NULL, "--intercept needs the supervisor and a server that binds: it cannot "
+                                   "be combined with --accept, --exec or --inetd");
+        for (size_t i = 0; i < c->n_intercepts; i++)
+                for (size_t j = 0; j < i; j++)
+                        if (c->intercepts[i].port == c->intercepts[j].port &&
+                            !!c->intercepts[i].name == !!c->intercepts[j].name &&
+                            (!c->intercepts[i].name || strcmp(c->intercepts[i].name, c->intercepts[j].name) == 0))
+                                return usage_error(NULL, NULL, "--intercept: the same port and socket twice");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
         if (c->netns && (c->exec || c->accept))
                 return usage_error(NULL, NULL, "--netns needs one supervised COMMAND: it cannot be combined with "
                                    "--exec or --accept");
-        /* The LD_PRELOAD interposer (issue 11) is built on another branch:
-         * here, --intercept forwards into a namespace only. */
-        if (c->n_intercepts > 0 && !c->netns)
-                return usage_error(NULL, NULL, "--intercept forwards into a network namespace: add --netns");
-        if (c->n_intercepts > 0 && c->inetd)
-                return usage_error(NULL, NULL, "--intercept cannot be combined with --inetd");
         return 0;
 }
 

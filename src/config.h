@@ -10,17 +10,11 @@
 #include "format.h"
 #include "socket.h"
 
-/* --intercept=[NAME=]PORT: socket NAME (NULL: the first) stands for
- * COMMAND's own PORT. With --netns, connections to the socket are
- * forwarded to PORT inside COMMAND's network namespace. */
+/* --intercept=[NAME=]PORT: COMMAND's own bind() of PORT gets socket NAME. */
 struct intercept_spec {
-        char *name;
-        uint16_t port;
+        char *name;             /* NULL: the first socket */
+        uint16_t port;          /* 1-65535 */
 };
-
-/* Parse "[NAME=]PORT" (PORT 1-65535). Returns 0, or -EINVAL (bad
- * syntax or name), -ERANGE (port), -ENOMEM. *ret is untouched on failure. */
-int intercept_spec_parse(const char *text, struct intercept_spec *ret);
 
 enum restart_mode {
         RESTART_NO,
@@ -50,12 +44,14 @@ struct config {
 
         bool exec;
         bool ready;             /* --ready: publish after COMMAND's READY=1 */
-        uint64_t ready_timeout_usec; /* 0: wait forever */
+        uint64_t ready_timeout_usec; /* --ready-timeout (and --intercept's); 0: wait forever */
         enum restart_mode restart;
         bool restart_set;       /* --restart given: SIGHUP restarts COMMAND */
         uint64_t restart_delay_usec;
         unsigned restart_burst; /* at most this many restarts… (0: no limit) */
         uint64_t restart_interval_usec; /* …within this interval */
+        struct intercept_spec *intercepts;
+        size_t n_intercepts;
         bool accept;            /* one COMMAND per connection */
         bool inetd;             /* sockets on stdin/stdout instead of fd 3 */
         unsigned max_connections;
@@ -64,9 +60,7 @@ struct config {
         bool die_with_parent;
         bool subreaper;
         bool success_status[256]; /* exit statuses reported as 0 */
-        bool netns;             /* COMMAND in a new network namespace */
-        struct intercept_spec *intercepts;
-        size_t n_intercepts;
+        bool netns;             /* COMMAND in a new network namespace; --intercept forwards into it */
         char **command;         /* points into argv; NULL-terminated */
 };
 

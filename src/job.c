@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "accept.h"
+#include "broker.h"
 #include "exitcode.h"
 #include "format.h"
 #include "job.h"
@@ -16,6 +17,7 @@
 #include "macro.h"
 #include "netns_job.h"
 #include "notify.h"
+#include "preload.h"
 #include "ready.h"
 #include "signals.h"
 #include "supervise.h"
@@ -138,8 +140,8 @@ static int expand_templates(struct job *job) {
         size_t argc = 0;
         int r;
 
-        /* One more slot: readiness adds NOTIFY_SOCKET. */
-        job->setenv = calloc(c->n_setenv + 2, sizeof(char *));
+        /* More slots: readiness adds NOTIFY_SOCKET, --intercept three. */
+        job->setenv = calloc(c->n_setenv + 5, sizeof(char *));
         for (char **a = c->command; *a; a++)
                 argc++;
         job->command = calloc(argc + 1, sizeof(char *));
@@ -211,6 +213,100 @@ static int setup_readiness(struct job *job) {
         return 0;
 }
 
+/* --intercept: the socket each PORT gets. */
+static int intercept_targets(const struct job *job, struct broker_target *targets) {
+        const struct config *c = job->config;
+
+        for (size_t i = 0; i < c->n_intercepts; i++) {
+                const struct intercept_spec *spec = &c->intercepts[i];
+                const struct bound_socket *sock = NULL;
+                int family;
+
+                for (size_t k = 0; k < job->n_sockets && !sock; k++)
+                        if (!spec->name || strcmp(job->sockets[k].name, spec->name) == 0)
+                                sock = &job->sockets[k];
+                if (!sock) {
+                        log_error("--intercept: '%s=%u': no socket of that name (name one with -l NAME=ADDRESS)",
+                                  spec->name, spec->port);
+                        return -EINVAL;
+                }
+                family = sock->addr.sa.sa_family;
+                if (family != AF_INET && family != AF_INET6) {
+                        log_error("--intercept=%u: socket '%s' is a unix socket; a server binding an IP port can "
+                                  "only be given an IP socket", spec->port, sock->name);
+                        return -EINVAL;
+                }
+                for (size_t k = 0; k < i; k++)
+                        if (targets[k].port == spec->port && targets[k].type == sock->type) {
+                                log_error("--intercept: port %u is intercepted twice for %s sockets", spec->port,
+                                          sock->type == SOCK_DGRAM ? "udp" : "tcp");
+                                return -EINVAL;
+                        }
+                targets[i] = (struct broker_target) {
+                        .port = spec->port, .type = sock->type, .fd = sock->fd, .name = sock->name,
+                };
+        }
+        return 0;
+}
+
+/* --intercept: the broker that hands the sockets over, the interposer in
+ * COMMAND's LD_PRELOAD, and a claim as a readiness condition. COMMAND is
+ * checked first: one that no LD_PRELOAD reaches would leave its clients
+ * hanging on a socket nobody accepts on, so it is not started at all. */
+static int setup_intercept(struct job *job) {
+        extern char **environ;
+        const struct config *c = job->config;
+        struct broker_target targets[INTERCEPT_TARGETS_MAX];
+        _cleanup_free_ char *path = NULL, *library = NULL;
+        const char *reason = NULL, *existing;
+        struct broker *broker;
+        int r;
+
+        /* With --netns, the intercepted sockets are forwarded into the
+         * namespace instead (src/netns_job.c): no interposer. */
+        if (c->n_intercepts == 0 || c->netns)
+                return 0;
+        if (c->n_intercepts > INTERCEPT_TARGETS_MAX) {
+                log_error("--intercept: at most %d ports", INTERCEPT_TARGETS_MAX);
+                return -E2BIG;
+        }
+        if ((r = intercept_targets(job, targets)) < 0)
+                return r;
+        /* Not found or not executable: left to exec, which reports 126/127. */
+        if (command_resolve(job->command[0], environ, &path) >= 0 && preload_check_program(path, &reason) < 0) {
+                log_error("--intercept: '%s' %s", path, reason);
+                return -EPERM;
+        }
+        r = preload_library_find(&library);
+        if (r < 0)
+                return log_error_errno(r, "--intercept: cannot find libprebind-intercept.so beside '%s' "
+                                       "(set PREBIND_INTERCEPT_LIBRARY)", program_invocation_name);
+        /* Appended to the user's LD_PRELOAD: the last -E LD_PRELOAD=…, or
+         * prebind's own. */
+        existing = getenv("LD_PRELOAD");
+        for (size_t i = 0; i < job->n_setenv; i++)
+                if (strncmp(job->setenv[i], "LD_PRELOAD=", strlen("LD_PRELOAD=")) == 0)
+                        existing = job->setenv[i] + strlen("LD_PRELOAD=");
+        r = preload_env_entry(existing, library, &job->setenv[job->n_setenv]);
+        if (r == -EINVAL) {
+                log_error("--intercept: the library path '%s' holds a space or ':', which LD_PRELOAD cannot take",
+                          library);
+                return r;
+        }
+        if (r < 0)
+                return log_oom();
+        job->n_setenv++;
+
+        r = broker_open(targets, c->n_intercepts, &broker);
+        if (r < 0)
+                return log_error_errno(r, "--intercept: cannot open the broker socket: %m");
+        readiness_add_broker(job->readiness, broker);
+        if (!(job->setenv[job->n_setenv++] = strdup(broker_env_address(broker))) ||
+            !(job->setenv[job->n_setenv++] = strdup(broker_env_ports(broker))))
+                return log_oom();
+        return 0;
+}
+
 int job_setup(const struct config *config, struct job *ret) {
         extern char **environ;
         struct job *job = ret;
@@ -218,7 +314,8 @@ int job_setup(const struct config *config, struct job *ret) {
 
         *job = (struct job) { .config = config, .signal_fd = -1, .publication = { .port_file_fd = -1 } };
         if ((r = setup_parent_death(config)) < 0 || (r = bind_all(job)) < 0 || (r = check_sockets(job)) < 0 ||
-            (r = setup_netns(job)) < 0 || (r = expand_templates(job)) < 0 || (r = setup_readiness(job)) < 0)
+            (r = setup_netns(job)) < 0 || (r = expand_templates(job)) < 0 || (r = setup_readiness(job)) < 0 ||
+            (r = setup_intercept(job)) < 0)
                 return r;
         /* With --inetd the socket is on stdin: nothing at fd 3, no LISTEN_*.
          * --accept prepares its own, per-connection environment. */

@@ -7,6 +7,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "log.h"
 #include "notify.h"
 #include "parse.h"
@@ -21,6 +22,7 @@ struct readiness {
         struct notify_socket notify;    /* --ready: COMMAND's NOTIFY_SOCKET */
         char *notify_entry;             /* "NOTIFY_SOCKET=…" */
         int timer_fd;                   /* the timeout; -1 when not waiting */
+        struct broker *broker;          /* --intercept */
         struct loop *loop;
         readiness_callback callback;
         void *userdata;
@@ -72,6 +74,8 @@ void readiness_detach(struct readiness *r) {
         readiness_stop(r);
         if (r->loop && r->notify.fd >= 0)
                 loop_remove(r->loop, r->notify.fd);
+        if (r->loop && r->broker)
+                loop_remove(r->loop, broker_fd(r->broker));
         r->loop = NULL;
 }
 
@@ -79,9 +83,15 @@ void readiness_free(struct readiness *r) {
         if (!r)
                 return;
         readiness_detach(r);
+        broker_free(r->broker);
         notify_socket_close(&r->notify);
         free(r->notify_entry);
         free(r);
+}
+
+void readiness_add_broker(struct readiness *r, struct broker *broker) {
+        r->broker = broker;
+        r->conditions |= READY_CLAIMED;
 }
 
 const char *readiness_notify_entry(const struct readiness *r) {
@@ -147,12 +157,32 @@ static void hear_one(struct readiness *r, pid_t sender, const struct notify_mess
         }
 }
 
+/* --intercept: serve the claims, hear the reports. */
+static void hear_broker(struct readiness *r) {
+        int k = broker_dispatch(r->broker);
+
+        if (k < 0)
+                log_error_errno(k, "cannot serve the --intercept claims: %m");
+        else if (r->child > 0 && broker_all_claimed(r->broker)) {
+                log_debug("'%s' took every intercepted socket", command_name(r));
+                readiness_condition_met(r, READY_CLAIMED);
+        }
+}
+
+static int on_broker(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        hear_broker(userdata);
+        return 0;
+}
+
 void readiness_hear(struct readiness *r) {
         char buf[NOTIFY_MESSAGE_MAX + 1];
         struct notify_message m;
         pid_t sender;
         int k;
 
+        /* A claim or a report sent just before COMMAND exited, too. */
+        if (r->broker)
+                hear_broker(r);
         if (r->notify.fd < 0)
                 return;
         while ((k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
@@ -182,6 +212,11 @@ int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback 
         r->loop = loop;
         r->callback = callback;
         r->userdata = userdata;
+        if (r->broker) {
+                int k = loop_add(loop, broker_fd(r->broker), EPOLLIN, on_broker, r);
+                if (k < 0)
+                        return k;
+        }
         return r->notify.fd >= 0 ? loop_add(loop, r->notify.fd, EPOLLIN, on_notify, r) : 0;
 }
 
@@ -191,6 +226,9 @@ int readiness_start(struct readiness *r, pid_t child) {
 
         r->child = child;
         r->pending = r->conditions;
+        /* Only this COMMAND and its descendants may claim, and must again. */
+        if (r->broker)
+                broker_set_command(r->broker, child);
         if (!r->pending || !r->config->ready_timeout_usec)
                 return 0;
         fresh = r->timer_fd < 0;
@@ -220,14 +258,23 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 const char *text;
         } phrases[] = {
                 { READY_NOTIFY, "did not send READY=1" },
+                { READY_CLAIMED, NULL },        /* the broker says what is missing */
                 { READY_PORTS, "did not accept a connection on its --intercept port inside its namespace" },
         };
+        char claims[512];
         size_t len = 0;
 
         buf[0] = '\0';
-        for (size_t i = 0; i < sizeof phrases / sizeof phrases[0]; i++)
-                if (r->pending & phrases[i].condition)
-                        len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s",
-                                                 len ? " and " : "", phrases[i].text);
+        for (size_t i = 0; i < sizeof phrases / sizeof phrases[0]; i++) {
+                const char *text = phrases[i].text;
+
+                if (!(r->pending & phrases[i].condition))
+                        continue;
+                if (phrases[i].condition == READY_CLAIMED) {
+                        broker_describe_unmet(r->broker, claims, sizeof claims);
+                        text = claims;
+                }
+                len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s", len ? " and " : "", text);
+        }
         return buf;
 }

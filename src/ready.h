@@ -15,6 +15,7 @@
  * to the loop in readiness_start() and removed in readiness_stop(). */
 enum ready_condition {
         READY_NOTIFY = 1u << 0,         /* --ready: READY=1 from COMMAND or a descendant */
+        READY_CLAIMED = 1u << 1,        /* --intercept: every intercepted socket claimed */
         READY_PORTS = 1u << 2,          /* --netns --intercept: every port accepts inside */
 };
 
@@ -26,11 +27,17 @@ enum readiness_event {
 typedef void (*readiness_callback)(enum readiness_event event, void *userdata);
 
 struct readiness;
+struct broker;
 
 /* What the config asks for; opens COMMAND's notification socket for
  * --ready. Returns 0 or -errno (nothing logged). */
 int readiness_new(const struct config *config, struct readiness **ret);
 void readiness_free(struct readiness *r);
+
+/* --intercept: COMMAND must claim the broker's sockets (src/broker.h).
+ * The readiness takes the broker over (it frees it), puts it on the loop,
+ * tells it each new COMMAND, and asks it what is missing. */
+void readiness_add_broker(struct readiness *r, struct broker *broker);
 
 /* "NOTIFY_SOCKET=@…" for COMMAND's environment, or NULL without --ready. */
 const char *readiness_notify_entry(const struct readiness *r);

@@ -208,6 +208,13 @@ static void log_not_ready(struct supervisor *s) {
                   (double) s->config->ready_timeout_usec / USEC_PER_SEC);
 }
 
+static void log_error_exited_unready(struct supervisor *s) {
+        char unmet[512];
+
+        log_error("'%s' exited before it was ready, with status %d: %s", command_name(s), s->outcome.status,
+                  readiness_describe_unmet(s->job->readiness, unmet, sizeof unmet));
+}
+
 /* Carry out a transition's actions, in the order of enum lc_action.
  * Returns the event they caused (a start that failed), or -1. */
 static int act(struct supervisor *s, unsigned actions) {
@@ -270,7 +277,7 @@ static void note_transition(struct supervisor *s, enum lc_event event, enum lc_s
         if (event == LC_READY_TIMEOUT && next == LC_NOT_READY)
                 log_not_ready(s);
         if (event == LC_EXITED && s->state == LC_WAITING_READY && next == LC_DONE)
-                log_error("'%s' exited before it was ready, with status %d", command_name(s), s->outcome.status);
+                log_error_exited_unready(s);
         /* However it ends after that (killed, its --group drained), a
          * COMMAND stopped for not being ready makes the job "not ready". */
         if (event == LC_EXITED && s->state == LC_NOT_READY)

@@ -13,6 +13,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -95,23 +96,39 @@ def expected_files(opts):
         files[prefixed(opts, opts["libexecdir"], "prebind", "prebind-example-c-server")] = "example server"
     if opts["bash_completion"]:
         files[os.path.join(expected_completion_dir(opts), "prebind")] = "completion"
+    files[prefixed(opts, opts["libdir"], "prebind", "libprebind-intercept.so")] = "interposer"
     return files
 
 
 def test_install_puts_every_file_in_place_and_nothing_else(opts, destdir):
     expected = expected_files(opts)
     # CI builds with the defaults and -Dman=enabled: all four kinds.
-    assert sorted(set(expected.values())) == ["binary", "completion", "example server", "man page", "unit"]
+    assert sorted(set(expected.values())) == ["binary", "completion", "example server", "interposer", "man page",
+                                              "unit"]
     assert installed_files(destdir) == sorted(p.lstrip("/") for p in expected)
     for path, kind in expected.items():
         mode = os.stat(under(destdir, path)).st_mode & 0o777
-        assert mode == (0o755 if kind in ("binary", "example server") else 0o644), (path, oct(mode))
+        assert mode == (0o755 if kind in ("binary", "example server", "interposer") else 0o644), (path, oct(mode))
 
 
 def test_installed_binary_runs(opts, destdir):
     out = subprocess.run([under(destdir, prefixed(opts, opts["bindir"], "prebind")), "--version"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and re.match(r"prebind \d", out.stdout), out
+
+
+def test_installed_binary_finds_its_interposer(opts, destdir, tmp_path):
+    # Relative to itself: the destdir is not where the prefix says, so a
+    # hard-coded path would not be found. The build tree's is not offered.
+    env = {k: v for k, v in os.environ.items() if k != "PREBIND_INTERCEPT_LIBRARY"}
+    port_file = tmp_path / "port"
+    code = ("import socket; s = socket.socket(); s.bind(('0.0.0.0', 8000)); s.listen(); "
+            "print(s.getsockname()[1], flush=True)")
+    out = subprocess.run([under(destdir, prefixed(opts, opts["bindir"], "prebind")), "-q",
+                          f"--port-file={port_file}", "--intercept=8000", "--", sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=30, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] != "8000"  # it got prebind's socket, on a port of the kernel's choosing
 
 
 def test_installed_units_name_the_installed_programs(opts, destdir):

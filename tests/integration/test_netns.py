@@ -351,15 +351,14 @@ def test_a_port_that_never_accepts_inside_times_out_with_124(start):
 
 @pytest.mark.parametrize("args,message", [
     (["--netns", "-l", "udp:127.0.0.1:0", "--intercept=8080"], "UDP forwarding is not supported"),
-    (["--intercept=8080"], "--intercept forwards into a network namespace: add --netns"),
     (["--netns", "--intercept=web=8080"], "no socket is named 'web'"),
     (["--netns", "--intercept=8080", "--intercept=8080"], "the same port and socket twice"),
     (["--netns", "--intercept=8080", "--intercept=9090"], "is intercepted twice"),
     (["--netns", "-l", "a=0", "--intercept=8080", "--intercept=a=9090"], "is intercepted twice"),
-    (["--netns", "--intercept=0"], "port out of range 1-65535"),
-    (["--netns", "--intercept=65536"], "port out of range 1-65535"),
+    (["--netns", "--intercept=0"], "expected [NAME=]PORT with a port from 1 to 65535"),
+    (["--netns", "--intercept=65536"], "expected [NAME=]PORT with a port from 1 to 65535"),
     (["--netns", "--intercept=web="], "expected [NAME=]PORT"),
-    (["--netns", "--intercept=a:b=80"], "expected [NAME=]PORT"),
+    (["--netns", "--intercept=a:b=80"], "invalid socket name"),
     (["--netns", "--exec"], "--netns needs one supervised COMMAND"),
     (["--netns", "--accept"], "--netns needs one supervised COMMAND"),
 ])

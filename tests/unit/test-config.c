@@ -817,7 +817,6 @@ static const struct {
         { "--exec", "--success-status=143", NULL },
         { "--netns", "--exec", "--netns needs one supervised COMMAND: it cannot be combined with --exec or --accept" },
         { "--netns", "--accept", "--netns needs one supervised COMMAND: it cannot be combined with --exec or --accept" },
-        { "--intercept=8080", "-v", "--intercept forwards into a network namespace: add --netns" },
 };
 
 #define EXEC_CONFLICT "--exec leaves no supervisor: it cannot be combined with --ready, --group, --kill-after, " \
@@ -880,18 +879,8 @@ START_TEST(test_netns_and_intercept) {
         /* --netns alone: a private network, sockets passed as always. */
         ck_assert_int_eq(parse(ARGV("prebind", "--netns", "srv")), 1);
         ck_assert(cfg.netns && cfg.n_intercepts == 0);
-        check_usage_error(ARGV("prebind", "--netns", "--intercept=0", "srv"),
-                          "prebind: --intercept: '0': port out of range 1-65535 (see --help)\n");
-        check_usage_error(ARGV("prebind", "--netns", "--intercept=a:b=1", "srv"),
-                          "prebind: --intercept: 'a:b=1': expected [NAME=]PORT, such as 8080 or web=8080 (see --help)\n");
-        check_usage_error(ARGV("prebind", "--netns", "--intercept=80", "--intercept=80", "srv"),
-                          "prebind: --intercept: '80': the same port and socket twice (see --help)\n");
-        check_usage_error(ARGV("prebind", "--netns", "--intercept=w=80", "--intercept=w=80", "srv"),
-                          "prebind: --intercept: 'w=80': the same port and socket twice (see --help)\n");
         /* Two sockets for one port: both forwarded to it. */
         ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept=a=80", "--intercept=b=80", "srv")), 1);
-        check_usage_error(ARGV("prebind", "--netns", "--inetd", "--intercept=80", "srv"),
-                          "prebind: --intercept cannot be combined with --inetd (see --help)\n");
 }
 END_TEST
 

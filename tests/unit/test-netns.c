@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* src/netns.c: the one line that says why --netns cannot work here, read
- * from a sysctl tree of the test's own; and --intercept's [NAME=]PORT. */
+ * from a sysctl tree of the test's own. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -91,30 +91,6 @@ START_TEST(test_without_a_known_cause) {
 }
 END_TEST
 
-START_TEST(test_intercept_spec) {
-        struct intercept_spec s;
-
-        ck_assert_int_eq(intercept_spec_parse("8080", &s), 0);
-        ck_assert_ptr_null(s.name);
-        ck_assert_uint_eq(s.port, 8080);
-        ck_assert_int_eq(intercept_spec_parse("web=1", &s), 0);
-        ck_assert_str_eq(s.name, "web");
-        ck_assert_uint_eq(s.port, 1);
-        free(s.name);
-        ck_assert_int_eq(intercept_spec_parse("a=b=65535", &s), 0);     /* '=' is a valid name byte */
-        ck_assert_str_eq(s.name, "a=b");
-        free(s.name);
-        ck_assert_int_eq(intercept_spec_parse("0", &s), -ERANGE);
-        ck_assert_int_eq(intercept_spec_parse("65536", &s), -ERANGE);
-        ck_assert_int_eq(intercept_spec_parse("", &s), -EINVAL);
-        ck_assert_int_eq(intercept_spec_parse("web=", &s), -EINVAL);
-        ck_assert_int_eq(intercept_spec_parse("=80", &s), -EINVAL);
-        ck_assert_int_eq(intercept_spec_parse("a:b=80", &s), -EINVAL);
-        ck_assert_int_eq(intercept_spec_parse("+80", &s), -EINVAL);
-        ck_assert_int_eq(intercept_spec_parse("80 ", &s), -EINVAL);
-        ck_assert_int_eq(intercept_spec_parse("tcp:80", &s), -EINVAL);
-}
-END_TEST
 
 int main(void) {
         Suite *s = suite_create("netns");
@@ -127,9 +103,6 @@ int main(void) {
         tcase_add_test(tc, test_debian_sysctl_disables_unprivileged);
         tcase_add_test(tc, test_apparmor_restriction_at_any_later_step);
         tcase_add_test(tc, test_without_a_known_cause);
-        suite_add_tcase(s, tc);
-        tc = tcase_create("intercept");
-        tcase_add_test(tc, test_intercept_spec);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "intercept/match.h"
+#include "intercept/protocol.h"
+#include "log.h"
+#include "process.h"
+
+_Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both ends");
+
+/* Binds COMMAND reported, the last few, for the message on a timeout. */
+#define REPORTS_MAX 8
+/* Connections accepted and not yet answered. */
+#define PENDING_MAX 64
+
+struct target_state {
+        struct broker_target target;
+        bool claimed;
+};
+
+struct report {
+        pid_t pid;
+        int kind;
+        int family;
+        int type;
+        unsigned port;
+        char address[INTERCEPT_ADDRESS_MAX];
+};
+
+struct broker {
+        int epoll_fd;           /* the listening socket and pending connections */
+        int listen_fd;
+        pid_t command;
+        struct target_state targets[INTERCEPT_PORTS_MAX];
+        size_t n_targets;
+        int pending[PENDING_MAX];
+        size_t n_pending;
+        struct report reports[REPORTS_MAX];
+        size_t n_reports;       /* total since broker_set_command() */
+        unsigned refused;       /* claims refused since then */
+        pid_t refused_pid;
+        char env_address[sizeof "PREBIND_BROKER=" + sizeof(struct sockaddr_un)];
+        char env_ports[sizeof "PREBIND_INTERCEPT=" + INTERCEPT_PORTS_MAX * 12];
+};
+
+static int open_listener(struct broker *b) {
+        union {
+                struct sockaddr sa;
+                struct sockaddr_un un;
+        } addr = { .un = { .sun_family = AF_UNIX } };
+        uint64_t nonce[2];
+        int n;
+
+        /* The name is unguessable, but that is not the check: claims are
+         * answered only for COMMAND and its descendants (SO_PEERCRED). */
+        if (getrandom(nonce, sizeof nonce, 0) != (ssize_t) sizeof nonce)
+                return -errno;
+        n = snprintf(addr.un.sun_path + 1, sizeof addr.un.sun_path - 1, "prebind/broker/%d/%016llx%016llx",
+                     (int) getpid(), (unsigned long long) nonce[0], (unsigned long long) nonce[1]);
+        b->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (b->listen_fd < 0)
+                return -errno;
+        if (bind(b->listen_fd, &addr.sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + (size_t) n)) < 0 ||
+            listen(b->listen_fd, SOMAXCONN) < 0)
+                return -errno;
+        snprintf(b->env_address, sizeof b->env_address, "%s=@%s", INTERCEPT_ENV_BROKER, addr.un.sun_path + 1);
+        return 0;
+}
+
+int broker_open(const struct broker_target *targets, size_t n, struct broker **ret) {
+        struct intercept_port ports[INTERCEPT_PORTS_MAX];
+        struct epoll_event ev = { .events = EPOLLIN };
+        struct broker *b;
+        size_t len;
+        int r;
+
+        if (n == 0 || n > INTERCEPT_PORTS_MAX)
+                return -EINVAL;
+        b = calloc(1, sizeof *b);
+        if (!b)
+                return -ENOMEM;
+        b->epoll_fd = b->listen_fd = -1;
+        for (size_t i = 0; i < n; i++) {
+                b->targets[i].target = targets[i];
+                ports[i] = (struct intercept_port) { .port = targets[i].port, .type = targets[i].type };
+        }
+        b->n_targets = n;
+        len = (size_t) snprintf(b->env_ports, sizeof b->env_ports, "%s=", INTERCEPT_ENV_PORTS);
+        r = intercept_ports_format(ports, n, b->env_ports + len, sizeof b->env_ports - len);
+        if (r < 0)
+                goto fail;
+        r = open_listener(b);
+        if (r < 0)
+                goto fail;
+        b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        ev.data.fd = b->listen_fd;
+        if (b->epoll_fd < 0 || epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        *ret = b;
+        return 0;
+fail:
+        broker_free(b);
+        return r;
+}
+
+void broker_free(struct broker *b) {
+        if (!b)
+                return;
+        for (size_t i = 0; i < b->n_pending; i++)
+                close(b->pending[i]);
+        if (b->listen_fd >= 0)
+                close(b->listen_fd);
+        if (b->epoll_fd >= 0)
+                close(b->epoll_fd);
+        free(b);
+}
+
+const char *broker_env_address(const struct broker *b) {
+        return b->env_address;
+}
+
+const char *broker_env_ports(const struct broker *b) {
+        return b->env_ports;
+}
+
+int broker_fd(const struct broker *b) {
+        return b->epoll_fd;
+}
+
+void broker_set_command(struct broker *b, pid_t pid) {
+        b->command = pid;
+        for (size_t i = 0; i < b->n_targets; i++)
+                b->targets[i].claimed = false;
+        b->n_reports = 0;
+        b->refused = 0;
+}
+
+bool broker_all_claimed(const struct broker *b) {
+        for (size_t i = 0; i < b->n_targets; i++)
+                if (!b->targets[i].claimed)
+                        return false;
+        return true;
+}
+
+static const char *type_name(int type) {
+        return type == SOCK_DGRAM ? "udp" : type == SOCK_STREAM ? "tcp" : "other";
+}
+
+static void forget_pending(struct broker *b, int fd) {
+        (void) epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        for (size_t i = 0; i < b->n_pending; i++)
+                if (b->pending[i] == fd) {
+                        b->pending[i] = b->pending[--b->n_pending];
+                        break;
+                }
+}
+
+static void remember(struct broker *b, pid_t pid, const struct intercept_request *req) {
+        struct report *r = &b->reports[b->n_reports % REPORTS_MAX];
+
+        *r = (struct report) { .pid = pid, .kind = (int) req->kind, .family = req->family, .type = req->type,
+                               .port = req->port };
+        memcpy(r->address, req->address, sizeof r->address);
+        r->address[sizeof r->address - 1] = '\0';
+        b->n_reports++;
+}
+
+static void reply(int conn, int error, uint32_t port, int fd) {
+        struct intercept_reply rep = { .error = error, .port = port };
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } control = { 0 };
+        struct iovec iov = { .iov_base = &rep, .iov_len = sizeof rep };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (fd >= 0) {
+                struct cmsghdr *c;
+
+                msg.msg_control = control.buf;
+                msg.msg_controllen = sizeof control.buf;
+                c = CMSG_FIRSTHDR(&msg);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        }
+        (void) sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static struct target_state *find_target(struct broker *b, uint32_t port, int type) {
+        for (size_t i = 0; i < b->n_targets; i++)
+                if (b->targets[i].target.port == port && b->targets[i].target.type == type)
+                        return &b->targets[i];
+        return NULL;
+}
+
+static void handle_claim(struct broker *b, int conn, pid_t pid, const struct intercept_request *req) {
+        struct target_state *t = find_target(b, req->port, req->type);
+        union {
+                struct sockaddr sa;
+                struct sockaddr_storage ss;
+        } addr;
+        socklen_t len = sizeof addr;
+        uint16_t port = 0;
+
+        if (!t) {
+                log_debug("pid %d asked for port %u/%s, which is not intercepted", (int) pid, req->port,
+                          type_name(req->type));
+                remember(b, pid, req);
+                reply(conn, ENOENT, 0, -1);
+                return;
+        }
+        if (!process_descends_from(pid, b->command)) {
+                log_info("refused port %u to pid %d, which does not descend from COMMAND (pid %d)", req->port,
+                         (int) pid, (int) b->command);
+                b->refused++;
+                b->refused_pid = pid;
+                reply(conn, EPERM, 0, -1);
+                return;
+        }
+        if (getsockname(t->target.fd, &addr.sa, &len) == 0)
+                (void) intercept_sockaddr_port(&addr.sa, len, &port);
+        reply(conn, 0, port, t->target.fd);
+        log_debug("handed socket '%s' (port %u) to pid %d for its bind of %s port %u/%s", t->target.name, port,
+                  (int) pid, req->address, req->port, type_name(req->type));
+        t->claimed = true;
+}
+
+/* One request on an accepted connection: the interposer sends it right
+ * after connect(), so it is usually there at once. */
+static void handle_connection(struct broker *b, int conn) {
+        struct intercept_request req;
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        ssize_t n = recv(conn, &req, sizeof req, MSG_DONTWAIT);
+
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n == (ssize_t) sizeof req && req.version == INTERCEPT_PROTOCOL_VERSION &&
+            getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                req.address[sizeof req.address - 1] = '\0';
+                if (req.kind == INTERCEPT_CLAIM)
+                        handle_claim(b, conn, cred.pid, &req);
+                else if (req.kind == INTERCEPT_REPORT || req.kind == INTERCEPT_DECOY) {
+                        if (process_descends_from(cred.pid, b->command))
+                                remember(b, cred.pid, &req);
+                        if (req.kind == INTERCEPT_DECOY)
+                                log_debug("pid %d bound %s port %u/%s again: given a private port of its own",
+                                          (int) cred.pid, req.address, req.port, type_name(req.type));
+                        else
+                                log_debug("pid %d bound %s%s%u/%s (not intercepted)", (int) cred.pid, req.address,
+                                          req.port ? " port " : "", req.port, type_name(req.type));
+                }
+        }
+        forget_pending(b, conn);
+}
+
+static void accept_all(struct broker *b) {
+        for (;;) {
+                struct epoll_event ev = { .events = EPOLLIN };
+                int conn = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+                if (conn < 0)
+                        return;
+                if (b->n_pending == PENDING_MAX) {
+                        /* Someone connects and never asks: drop the oldest. */
+                        forget_pending(b, b->pending[0]);
+                }
+                ev.data.fd = conn;
+                if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, conn, &ev) < 0) {
+                        close(conn);
+                        continue;
+                }
+                b->pending[b->n_pending++] = conn;
+                handle_connection(b, conn);
+        }
+}
+
+int broker_dispatch(struct broker *b) {
+        struct epoll_event events[16];
+        int n = epoll_wait(b->epoll_fd, events, 16, 0);
+
+        if (n < 0)
+                return errno == EINTR ? 0 : -errno;
+        for (int i = 0; i < n; i++) {
+                if (events[i].data.fd == b->listen_fd)
+                        accept_all(b);
+                else
+                        handle_connection(b, events[i].data.fd);
+        }
+        return 0;
+}
+
+/* snprintf() that never runs past the end: len stays at most size - 1. */
+static size_t append(char *buf, size_t size, size_t len, const char *format, ...) __attribute__((format(printf, 4, 5)));
+static size_t append(char *buf, size_t size, size_t len, const char *format, ...) {
+        va_list ap;
+        int n;
+
+        if (len + 1 >= size)
+                return len;
+        va_start(ap, format);
+        n = vsnprintf(buf + len, size - len, format, ap);
+        va_end(ap);
+        if (n < 0)
+                return len;
+        return len + (size_t) n < size ? len + (size_t) n : size - 1;
+}
+
+void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
+        size_t first = b->n_reports > REPORTS_MAX ? b->n_reports - REPORTS_MAX : 0, len = 0, shown = 0;
+
+        if (size == 0)
+                return;
+        buf[0] = '\0';
+        if (broker_all_claimed(b))
+                return;
+        for (size_t i = 0; i < b->n_targets; i++)
+                if (!b->targets[i].claimed)
+                        len = append(buf, size, len, "%s%u/%s", shown++ ? " or " : "did not claim port ",
+                                     b->targets[i].target.port, type_name(b->targets[i].target.type));
+        /* What it bound instead. */
+        shown = 0;
+        for (size_t k = first; k < b->n_reports; k++) {
+                const struct report *r = &b->reports[k % REPORTS_MAX];
+                bool v6 = r->family == AF_INET6;
+
+                if (r->kind != INTERCEPT_REPORT)
+                        continue;
+                len = append(buf, size, len, "%s", shown++ ? ", " : " (it bound ");
+                if (r->family == AF_UNIX)
+                        len = append(buf, size, len, "unix socket '%s'", r->address);
+                else
+                        len = append(buf, size, len, "%s%s%s:%u/%s", v6 ? "[" : "", r->address, v6 ? "]" : "",
+                                     r->port, type_name(r->type));
+        }
+        if (shown)
+                len = append(buf, size, len, " instead)");
+        if (b->refused)
+                (void) append(buf, size, len, " (%u claim%s refused to pid %d, which does not descend from it)",
+                              b->refused, b->refused == 1 ? "" : "s", (int) b->refused_pid);
+        else if (b->n_reports == 0)
+                (void) append(buf, size, len, " (it never called bind() through the C library: a static or Go "
+                              "program makes raw system calls, see --netns)");
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The prebind side of --intercept: hands prebind's sockets to COMMAND's
+ * interposer (src/intercept/) on request, and hears what else it bound.
+ * See src/intercept/protocol.h for the wire format. */
+
+struct broker_target {
+        uint16_t port;          /* the port COMMAND binds */
+        int type;               /* SOCK_STREAM or SOCK_DGRAM: prebind's socket's */
+        int fd;                 /* prebind's socket; the broker does not own it */
+        const char *name;       /* its name, for messages */
+};
+
+struct broker;
+
+/* At most this many targets (src/intercept/match.h's list). */
+#define INTERCEPT_TARGETS_MAX 32
+
+/* A broker for n targets (at most INTERCEPT_PORTS_MAX), listening on a
+ * private abstract unix socket with an unguessable name. Returns 0 or
+ * -errno. The targets are copied; their fds must outlive the broker. */
+int broker_open(const struct broker_target *targets, size_t n, struct broker **ret);
+void broker_free(struct broker *b);
+
+/* The variables COMMAND needs: "PREBIND_BROKER=@…" and
+ * "PREBIND_INTERCEPT=6379/tcp,…" (owned by the broker). */
+const char *broker_env_address(const struct broker *b);
+const char *broker_env_ports(const struct broker *b);
+
+/* One fd that becomes readable when there is something to handle. */
+int broker_fd(const struct broker *b);
+
+/* A new COMMAND (a start or a restart): only it and its descendants may
+ * claim, and every target must be claimed again. */
+void broker_set_command(struct broker *b, pid_t pid);
+
+/* Serve what is ready, without blocking: claims (answered with the socket
+ * or a refusal), reports. Returns 0 or -errno (epoll failed). */
+int broker_dispatch(struct broker *b);
+
+/* Has every target been handed to COMMAND (or a descendant) since the
+ * last broker_set_command()? */
+bool broker_all_claimed(const struct broker *b);
+
+/* Why not, in one phrase for "prebind: 'CMD' … within 90s": "did not
+ * claim port 6379/tcp (it bound 0.0.0.0:6380/tcp instead)", or "(it
+ * never called bind() through the C library…)". Empty when all are
+ * claimed. */
+void broker_describe_unmet(const struct broker *b, char *buf, size_t size);

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "match.h"
+
+static int type_from_name(const char *s, size_t len) {
+        if (len == 3 && memcmp(s, "tcp", 3) == 0)
+                return SOCK_STREAM;
+        if (len == 3 && memcmp(s, "udp", 3) == 0)
+                return SOCK_DGRAM;
+        return -1;
+}
+
+int intercept_ports_parse(const char *text, struct intercept_port *ports, size_t max, size_t *ret_n) {
+        size_t n = 0;
+        const char *p = text;
+
+        if (!text || !*text)
+                return -EINVAL;
+        for (;;) {
+                unsigned long port = 0;
+                const char *type_start;
+                size_t digits = 0;
+                int type;
+
+                while (*p >= '0' && *p <= '9' && digits < 6) {
+                        port = port * 10 + (unsigned long) (*p++ - '0');
+                        digits++;
+                }
+                if (digits == 0 || digits > 5 || port == 0 || port > 65535 || *p != '/')
+                        return -EINVAL;
+                type_start = ++p;
+                while (*p && *p != ',')
+                        p++;
+                type = type_from_name(type_start, (size_t) (p - type_start));
+                if (type < 0)
+                        return -EINVAL;
+                if (n == max)
+                        return -E2BIG;
+                ports[n].port = (uint16_t) port;
+                ports[n].type = type;
+                n++;
+                if (!*p)
+                        break;
+                p++;    /* ',' */
+        }
+        *ret_n = n;
+        return 0;
+}
+
+int intercept_ports_format(const struct intercept_port *ports, size_t n, char *buf, size_t size) {
+        size_t len = 0;
+
+        if (size == 0)
+                return -ENOBUFS;
+        buf[0] = '\0';
+        for (size_t i = 0; i < n; i++) {
+                char entry[16];
+                size_t elen = 0;
+                char digits[6];
+                size_t nd = 0;
+
+                for (unsigned v = ports[i].port; v > 0 || nd == 0; v /= 10)
+                        digits[nd++] = (char) ('0' + v % 10);
+                if (i > 0)
+                        entry[elen++] = ',';
+                while (nd > 0)
+                        entry[elen++] = digits[--nd];
+                memcpy(entry + elen, ports[i].type == SOCK_DGRAM ? "/udp" : "/tcp", 4);
+                elen += 4;
+                if (len + elen + 1 > size)
+                        return -ENOBUFS;
+                memcpy(buf + len, entry, elen);
+                len += elen;
+                buf[len] = '\0';
+        }
+        return (int) len;
+}
+
+bool intercept_sockaddr_port(const struct sockaddr *sa, socklen_t len, uint16_t *ret_port) {
+        if (!sa || len < (socklen_t) sizeof(sa_family_t))
+                return false;
+        if (sa->sa_family == AF_INET && len >= (socklen_t) sizeof(struct sockaddr_in)) {
+                struct sockaddr_in in;
+                memcpy(&in, sa, sizeof in);
+                *ret_port = ntohs(in.sin_port);
+                return true;
+        }
+        /* The kernel takes a sockaddr_in6 without sin6_scope_id (24
+         * bytes, RFC 2133) too. */
+        if (sa->sa_family == AF_INET6 && len >= (socklen_t) offsetof(struct sockaddr_in6, sin6_scope_id)) {
+                struct sockaddr_in6 in6 = { 0 };
+                memcpy(&in6, sa, offsetof(struct sockaddr_in6, sin6_scope_id));
+                *ret_port = ntohs(in6.sin6_port);
+                return true;
+        }
+        return false;
+}
+
+const struct intercept_port *intercept_match(const struct intercept_port *ports, size_t n, uint16_t port, int type) {
+        type &= ~(SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (port == 0)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (ports[i].port == port && ports[i].type == type)
+                        return &ports[i];
+        return NULL;
+}
+
+socklen_t intercept_decoy_address(int family, struct sockaddr_storage *ret) {
+        memset(ret, 0, sizeof *ret);
+        if (family == AF_INET) {
+                struct sockaddr_in *in = (struct sockaddr_in *) ret;
+                in->sin_family = AF_INET;
+                in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                return sizeof *in;
+        }
+        if (family == AF_INET6) {
+                struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) ret;
+                in6->sin6_family = AF_INET6;
+                in6->sin6_addr = in6addr_loopback;
+                return sizeof *in6;
+        }
+        return 0;
+}
+
+void intercept_address_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t size) {
+        if (size == 0)
+                return;
+        buf[0] = '\0';
+        if (!sa || len < (socklen_t) sizeof(sa_family_t))
+                return;
+        if (sa->sa_family == AF_INET && len >= (socklen_t) sizeof(struct sockaddr_in))
+                (void) inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, buf, (socklen_t) size);
+        else if (sa->sa_family == AF_INET6 && len >= (socklen_t) offsetof(struct sockaddr_in6, sin6_scope_id))
+                (void) inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, buf, (socklen_t) size);
+        else if (sa->sa_family == AF_UNIX && len > (socklen_t) offsetof(struct sockaddr_un, sun_path)) {
+                const char *path = ((const struct sockaddr_un *) sa)->sun_path;
+                size_t plen = (size_t) len - offsetof(struct sockaddr_un, sun_path), out = 0, i = 0;
+
+                if (plen > sizeof(((struct sockaddr_un *) 0)->sun_path))
+                        plen = sizeof(((struct sockaddr_un *) 0)->sun_path);
+                if (path[0] == '\0') {
+                        buf[out++] = '@';
+                        i = 1;
+                }
+                /* Non-printable bytes of an abstract name become '?'. */
+                for (; i < plen && out + 1 < size; i++) {
+                        if (path[i] == '\0' && path[0] != '\0')
+                                break;
+                        buf[out++] = path[i] >= 0x20 && path[i] < 0x7f ? path[i] : '?';
+                }
+                buf[out] = '\0';
+        }
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The interposer's pure logic, shared with prebind and its unit tests:
+ * the PREBIND_INTERCEPT list, and which bind() it covers. Nothing here
+ * allocates or logs: the interposer calls it from bind(), which must stay
+ * async-signal-safe. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define INTERCEPT_PORTS_MAX 32
+
+struct intercept_port {
+        uint16_t port;          /* 1-65535 */
+        int type;               /* SOCK_STREAM ("tcp") or SOCK_DGRAM ("udp") */
+};
+
+/* Parse "6379/tcp,53/udp": at most max entries. Returns 0 and the count,
+ * or -EINVAL (syntax, port 0, unknown type) or -E2BIG (too many). */
+int intercept_ports_parse(const char *text, struct intercept_port *ports, size_t max, size_t *ret_n);
+
+/* Write the list in the same syntax. Returns the length, or -ENOBUFS if
+ * buf is too small. */
+int intercept_ports_format(const struct intercept_port *ports, size_t n, char *buf, size_t size);
+
+/* The port of an IPv4 or IPv6 address of plausible length; false for
+ * anything else (unix, netlink, a short or NULL address). */
+bool intercept_sockaddr_port(const struct sockaddr *sa, socklen_t len, uint16_t *ret_port);
+
+/* The entry for a bind of port on a socket of type (SOCK_CLOEXEC and
+ * SOCK_NONBLOCK bits are ignored), or NULL. Port 0 never matches. */
+const struct intercept_port *intercept_match(const struct intercept_port *ports, size_t n, uint16_t port, int type);
+
+/* A decoy for a second bind of an intercepted port (the other family, or
+ * a second interface): loopback port 0 of the same family, which nobody
+ * is told about. Returns its length, or 0 for a family other than
+ * AF_INET/AF_INET6. */
+socklen_t intercept_decoy_address(int family, struct sockaddr_storage *ret);
+
+/* The host part of an address, or a unix path ("@name" if abstract), as
+ * text into buf (always NUL-terminated). */
+void intercept_address_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);

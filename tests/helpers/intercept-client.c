@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/* A server's bind() as the interposer sees it, for tests/unit/test-intercept.c:
+ * run with LD_PRELOAD=libprebind-intercept.so and prebind's broker in the
+ * environment, it binds as a scenario says and checks what it got.
+ *
+ *   intercept-client SCENARIO WANTED_PORT HANDED_TCP_PORT HANDED_UDP_PORT
+ *
+ * Exits 0 if every check held, else 1 after one line on stderr. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                     \
+        do {                                                                 \
+                if (!(cond)) {                                               \
+                        fprintf(stderr, "intercept-client: %s:%d: ", __FILE__, __LINE__); \
+                        fprintf(stderr, __VA_ARGS__);                        \
+                        fputc('\n', stderr);                                 \
+                        failures++;                                          \
+                }                                                            \
+        } while (0)
+
+static int bind_any(int fd, int family, unsigned port) {
+        struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+        struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t) port),
+                                    .sin6_addr = IN6ADDR_ANY_INIT };
+
+        if (family == AF_INET)
+                return bind(fd, (struct sockaddr *) &in, sizeof in);
+        return bind(fd, (struct sockaddr *) &in6, sizeof in6);
+}
+
+static unsigned local_port(int fd) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+
+        if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0)
+                return 0;
+        if (ss.ss_family == AF_INET)
+                return ntohs(((struct sockaddr_in *) &ss)->sin_port);
+        if (ss.ss_family == AF_INET6)
+                return ntohs(((struct sockaddr_in6 *) &ss)->sin6_port);
+        return 0;
+}
+
+static int domain_of(int fd) {
+        int v = -1;
+        socklen_t l = sizeof v;
+        getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l);
+        return v;
+}
+
+/* Put the socket at a high fd number, as a server with many files open
+ * would have it: the handed socket must land at that same number. */
+static int socket_at(int family, int type, int at) {
+        int s = socket(family, type, 0), fd;
+
+        if (s < 0)
+                return -1;
+        fd = fcntl(s, (type & SOCK_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, at);
+        close(s);
+        return fd;
+}
+
+/* The first bind of the port, in IPv6 with both flags; then the same port
+ * in IPv4 with neither: the first gets the socket, the second a decoy. */
+static void scenario_tcp(unsigned wanted, unsigned handed) {
+        int a = socket_at(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 40);
+        int b = socket_at(AF_INET, SOCK_STREAM, 50);
+
+        CHECK(a == 40 && b == 50, "cannot create the sockets");
+        errno = 1234;
+        CHECK(bind_any(a, AF_INET6, wanted) == 0, "bind [::]:%u: %m", wanted);
+        CHECK(errno == 1234, "errno changed by a successful bind: %d", errno);
+        CHECK(local_port(a) == handed, "fd 40 has port %u, not prebind's %u", local_port(a), handed);
+        CHECK(domain_of(a) == AF_INET, "fd 40 is not prebind's IPv4 socket");
+        CHECK(fcntl(a, F_GETFD) & FD_CLOEXEC, "FD_CLOEXEC lost");
+        CHECK(fcntl(a, F_GETFL) & O_NONBLOCK, "O_NONBLOCK lost");
+        CHECK(listen(a, 16) == 0, "listen on the handed socket: %m");
+
+        CHECK(bind_any(b, AF_INET, wanted) == 0, "second bind 0.0.0.0:%u: %m", wanted);
+        CHECK(local_port(b) != handed && local_port(b) != wanted && local_port(b) != 0,
+              "second bind got port %u: not a decoy", local_port(b));
+        CHECK(!(fcntl(b, F_GETFD) & FD_CLOEXEC), "FD_CLOEXEC appeared on fd 50");
+        CHECK(!(fcntl(b, F_GETFL) & O_NONBLOCK), "O_NONBLOCK appeared on fd 50");
+        /* fd 40 still holds prebind's socket. */
+        CHECK(local_port(a) == handed, "fd 40 changed");
+}
+
+/* Neither flag: the handed socket must not get prebind's FD_CLOEXEC, and
+ * must be blocking again after a previous user set O_NONBLOCK. */
+static void scenario_plain(unsigned wanted, unsigned handed) {
+        int a = socket_at(AF_INET, SOCK_STREAM, 60);
+
+        CHECK(bind_any(a, AF_INET, wanted) == 0, "bind 0.0.0.0:%u: %m", wanted);
+        CHECK(local_port(a) == handed, "port %u, not %u", local_port(a), handed);
+        CHECK(!(fcntl(a, F_GETFD) & FD_CLOEXEC), "FD_CLOEXEC set");
+        CHECK(!(fcntl(a, F_GETFL) & O_NONBLOCK), "O_NONBLOCK set");
+}
+
+/* A server that binds, closes and binds again claims again. */
+static void scenario_retry(unsigned wanted, unsigned handed) {
+        int a = socket_at(AF_INET, SOCK_STREAM, 70), b;
+
+        CHECK(bind_any(a, AF_INET, wanted) == 0, "bind: %m");
+        close(a);
+        b = socket_at(AF_INET6, SOCK_STREAM, 71);
+        CHECK(bind_any(b, AF_INET6, wanted) == 0, "bind again: %m");
+        CHECK(local_port(b) == handed, "the second bind after a close got %u, not %u", local_port(b), handed);
+}
+
+static void scenario_udp(unsigned wanted, unsigned handed_udp) {
+        int a = socket_at(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 80);
+
+        CHECK(bind_any(a, AF_INET, wanted) == 0, "bind udp: %m");
+        CHECK(local_port(a) == handed_udp, "udp port %u, not %u", local_port(a), handed_udp);
+        CHECK(fcntl(a, F_GETFD) & FD_CLOEXEC, "FD_CLOEXEC lost");
+}
+
+/* Another port: bound by the kernel as asked (0 here, so that the test
+ * needs no free port), and a port of its choosing reported. */
+static void scenario_other(unsigned wanted) {
+        int a = socket_at(AF_INET, SOCK_STREAM, 90);
+        struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+        CHECK(bind(a, (struct sockaddr *) &in, sizeof in) == 0, "bind 127.0.0.1:0: %m");
+        CHECK(local_port(a) != 0, "no port");
+        close(a);
+        a = socket_at(AF_INET, SOCK_STREAM, 90);
+        /* A port that is surely taken (the handed one is not reported). */
+        CHECK(bind_any(a, AF_INET, wanted + 1) == 0 || errno == EADDRINUSE || errno == EACCES, "bind: %m");
+}
+
+/* Refused: the interposer falls back to the real bind(). */
+static void scenario_refused(unsigned wanted, unsigned handed) {
+        int a = socket_at(AF_INET, SOCK_STREAM, 100);
+        int r = bind_any(a, AF_INET, wanted);
+
+        CHECK(r < 0 || local_port(a) == wanted, "bind of a refused port gave %u", local_port(a));
+        CHECK(local_port(a) != handed, "a refused claim got prebind's socket");
+}
+
+int main(int argc, char *argv[]) {
+        unsigned wanted, tcp, udp;
+
+        if (argc != 5)
+                return 2;
+        wanted = (unsigned) atoi(argv[2]);
+        tcp = (unsigned) atoi(argv[3]);
+        udp = (unsigned) atoi(argv[4]);
+        if (strcmp(argv[1], "tcp") == 0)
+                scenario_tcp(wanted, tcp);
+        else if (strcmp(argv[1], "plain") == 0)
+                scenario_plain(wanted, tcp);
+        else if (strcmp(argv[1], "retry") == 0)
+                scenario_retry(wanted, tcp);
+        else if (strcmp(argv[1], "both") == 0) {
+                scenario_tcp(wanted, tcp);
+                scenario_udp(wanted, udp);
+        } else if (strcmp(argv[1], "udp") == 0)
+                scenario_udp(wanted, udp);
+        else if (strcmp(argv[1], "other") == 0)
+                scenario_other(wanted);
+        else if (strcmp(argv[1], "refused") == 0)
+                scenario_refused(wanted, tcp);
+        else if (strcmp(argv[1], "nothing") != 0)
+                return 2;
+        return failures ? 1 : 0;
+}
