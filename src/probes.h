@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "loop.h"
+#include "socket.h"
+
+/* The readiness conditions for servers that do not speak sd_notify, as
+ * event sources on a loop: --ready-log (a line of COMMAND's output
+ * matches; the output is relayed), --ready-exec (a probe command exits 0)
+ * and --ready-http (GET PATH answers 2xx/3xx). Each new COMMAND is
+ * waited for again (probes_start()); the owner is told when a condition
+ * is met, and asks probes_met() whether all of them hold. */
+struct probes;
+
+/* Nothing to do when the config asks for none of them: *ret is NULL.
+ * setenv: the -E entries (expanded), for the probe's environment. Logs
+ * what is wrong with the options (a bad regex, no TCP socket, a bad
+ * template) and returns -EINVAL, or another -errno. */
+int probes_new(const struct config *c, const struct bound_socket *sockets, size_t n, char *const *setenv,
+               size_t n_setenv, struct loop *l, void (*on_met)(void *userdata), void *userdata,
+               struct probes **ret);
+void probes_free(struct probes *p);
+
+/* --ready-log: the fds COMMAND gets as stdout and stderr (0: prebind's). */
+void probes_child_output(const struct probes *p, int *ret_stdout, int *ret_stderr);
+
+/* A new COMMAND started: every condition is unmet again, and the probes
+ * begin. */
+void probes_start(struct probes *p);
+/* Every condition holds (true when there are none). */
+bool probes_met(const struct probes *p);
+/* Stop probing (ready, or given up); the output relay goes on. */
+void probes_stop(struct probes *p);
+/* COMMAND has exited: pass on all it wrote. */
+void probes_command_exited(struct probes *p);
+
+/* What is not met, for a one-line message: "no line matched …; GET /
+ * answered 503". Writes "" when all are met. */
+void probes_describe_unmet(const struct probes *p, char *buf, size_t size);
+/* After that line: the last lines COMMAND wrote (--ready-log), one log
+ * line each. */
+void probes_log_tail(struct probes *p, const char *command);
+
+/* Scheduling, pure: an attempt may take max(interval, 1s); the next
+ * starts interval after the last one started, and never before it
+ * ended (attempts never overlap). */
+uint64_t probe_attempt_timeout(uint64_t interval_usec);
+uint64_t probe_next_start(uint64_t started_usec, uint64_t ended_usec, uint64_t interval_usec);
