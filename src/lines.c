@@ -39,7 +39,7 @@ void line_tail_clear(struct line_tail *tail) {
 
 int line_matcher_init(struct line_matcher *m, const regex_t *re, struct line_tail *tail) {
         *m = (struct line_matcher) { .re = re, .tail = tail };
-        m->line = malloc(LINE_MATCH_MAX);
+        m->line = malloc(LINE_MATCH_MAX + 1);
         return m->line ? 0 : -ENOMEM;
 }
 
@@ -62,6 +62,9 @@ static bool end_line(struct line_matcher *m) {
 
         if (len > 0 && m->line[len - 1] == '\r')
                 len--;
+        /* REG_STARTEND gives the length, but a string is still a string:
+         * sanitizers' regexec() interceptors read it up to a NUL. */
+        m->line[len] = '\0';
         if (m->re) {
                 regmatch_t range = { .rm_so = 0, .rm_eo = (regoff_t) len };
 

@@ -34,7 +34,7 @@ int line_regex_compile(regex_t *re, const char *pattern, char *error, size_t siz
 struct line_matcher {
         const regex_t *re;      /* NULL: keep the tail only */
         struct line_tail *tail; /* NULL: no tail */
-        char *line;             /* LINE_MATCH_MAX bytes */
+        char *line;             /* LINE_MATCH_MAX + 1 bytes (a NUL after the line) */
         size_t len;             /* bytes of the current line held */
         bool matched;           /* a line has matched since the last reset */
         char matched_line[LINE_TAIL_WIDTH + 1];
