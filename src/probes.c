@@ -474,10 +474,19 @@ void probes_stop(struct probes *p) {
 }
 
 void probes_command_exited(struct probes *p) {
+        struct relay *relays[] = { &p->out, &p->err };
+
         if (!p || !p->log)
                 return;
-        relay_drain(&p->out);
-        relay_drain(&p->err);
+        for (size_t i = 0; i < 2; i++) {
+                uint64_t before = relays[i]->dropped;
+
+                relay_drain(relays[i]);
+                if (relays[i]->dropped > before)
+                        log_error("dropped %llu bytes of COMMAND's %s: nobody read prebind's for %.1fs",
+                                  (unsigned long long) (relays[i]->dropped - before), i ? "stderr" : "stdout",
+                                  RELAY_STALL_MS / 1000.0);
+        }
 }
 
 static const char *first_line(const char *text, char *buf, size_t size) {

@@ -67,8 +67,10 @@ int relay_open(struct relay *r, int target_fd, struct line_matcher *lines) {
 static ssize_t write_out(struct relay *r, const char *data, size_t len) {
         ssize_t k;
 
-        if (r->out_gone)
+        if (r->out_gone) {
+                r->dropped += len;
                 return (ssize_t) len;
+        }
         do
                 k = r->out_socket ? send(r->out_fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL)
                                   : write(r->out_fd, data, len);
@@ -190,12 +192,15 @@ void relay_detach(struct relay *r) {
         r->loop = NULL;
 }
 
-/* Write all that is held, waiting for the output as long as it takes. */
+/* Write all that is held, waiting for the output while it moves: a
+ * reader that stops reading for RELAY_STALL_MS must not keep prebind
+ * (and the exit status its caller waits for) for ever. */
 static void flush_waiting(struct relay *r) {
         while (flush_held(r) == -EAGAIN) {
                 struct pollfd p = { .fd = r->out_fd, .events = POLLOUT };
+                int k = poll(&p, 1, RELAY_STALL_MS);
 
-                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                if (k == 0 || (k < 0 && errno != EINTR))
                         r->out_gone = true;
         }
 }

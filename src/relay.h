@@ -41,6 +41,7 @@ struct relay {
         char *buffer;           /* RELAY_BUFFER bytes */
         size_t start, end;      /* bytes read, not yet written */
         uint64_t relayed;       /* bytes written (or dropped) so far */
+        uint64_t dropped;       /* bytes dropped: the output was gone */
 };
 
 /* Create the pipe for target_fd (1 or 2); lines (may be NULL) sees every
@@ -53,6 +54,9 @@ int relay_attach(struct relay *r, struct loop *l, void (*on_lines)(void *userdat
 void relay_detach(struct relay *r);
 /* COMMAND has exited: everything it wrote is in the pipe. Read until the
  * pipe is empty (or at EOF) and write it all out, waiting for the output
- * if it must: nothing COMMAND wrote is lost. */
+ * if it must: nothing COMMAND wrote is lost, unless the output does not
+ * take a byte for RELAY_STALL_MS (then the rest is dropped, and counted
+ * in dropped). */
+#define RELAY_STALL_MS 3000
 void relay_drain(struct relay *r);
 void relay_close(struct relay *r);
