@@ -28,7 +28,7 @@ struct attempts {
 struct probes {
         const struct config *config;
         struct loop *loop;
-        void (*on_met)(void *userdata);
+        probe_met_callback on_met;
         void *userdata;
         bool waiting;           /* between probes_start() and probes_stop() */
 
@@ -73,13 +73,13 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
 }
 
-static void met(struct probes *p, bool *flag, const char *what) {
+static void met(struct probes *p, bool *flag, enum probe_condition condition, const char *what) {
         if (*flag)
                 return;
         *flag = true;
         log_debug("ready: %s", what);
         if (p->on_met)
-                p->on_met(p->userdata);
+                p->on_met(condition, p->userdata);
 }
 
 /* ---- attempts ------------------------------------------------------------ */
@@ -118,7 +118,7 @@ static void lines_fed(void *userdata) {
         if (!p->waiting || p->log_met || !m->matched)
                 return;
         snprintf(what, sizeof what, "--ready-log matched '%s'", m->matched_line);
-        met(p, &p->log_met, what);
+        met(p, &p->log_met, PROBE_LOG, what);
 }
 
 /* ---- --ready-exec --------------------------------------------------------- */
@@ -139,7 +139,7 @@ static void exec_over(struct probes *p, int r) {
         if (r > 0) {
                 attempts_stop(p, &p->exec_attempts);
                 snprintf(what, sizeof what, "--ready-exec exited 0 (attempt %u)", p->exec_attempts.count);
-                met(p, &p->exec_met, what);
+                met(p, &p->exec_met, PROBE_EXEC, what);
                 return;
         }
         attempt_failed(p, &p->exec_attempts);
@@ -224,7 +224,7 @@ static int http_event(struct loop *l, int fd, uint32_t revents, void *userdata) 
                 attempts_stop(p, &p->http_attempts);
                 snprintf(what, sizeof what, "--ready-http answered %d (attempt %u)", p->hp.status,
                          p->http_attempts.count);
-                met(p, &p->http_met, what);
+                met(p, &p->http_met, PROBE_HTTP, what);
                 return 0;
         }
         attempt_failed(p, &p->http_attempts);
@@ -293,9 +293,6 @@ static int setup_log(struct probes *p, const char *pattern) {
                 r = relay_open(&p->err, STDERR_FILENO, &p->err_lines);
         if (r < 0)
                 return log_error_errno(r, "cannot create the pipes for --ready-log: %m");
-        if ((r = relay_attach(&p->out, p->loop, lines_fed, p)) < 0 ||
-            (r = relay_attach(&p->err, p->loop, lines_fed, p)) < 0)
-                return log_error_errno(r, "cannot watch COMMAND's output: %m");
         return 0;
 }
 
@@ -357,8 +354,7 @@ static int setup_http(struct probes *p, const struct bound_socket *sockets, size
 }
 
 int probes_new(const struct config *c, const struct bound_socket *sockets, size_t n, char *const *setenv,
-               size_t n_setenv, struct loop *l, void (*on_met)(void *userdata), void *userdata,
-               struct probes **ret) {
+               size_t n_setenv, struct probes **ret) {
         struct probes *p;
         int r = 0;
 
@@ -367,12 +363,9 @@ int probes_new(const struct config *c, const struct bound_socket *sockets, size_
                 return 0;
         p = calloc(1, sizeof *p);
         if (!p)
-                return log_error_errno(ENOMEM, "out of memory");
+                return log_oom();
         *p = (struct probes) {
                 .config = c,
-                .loop = l,
-                .on_met = on_met,
-                .userdata = userdata,
                 .out = { .in_fd = -1, .child_fd = -1, .out_fd = -1 },
                 .err = { .in_fd = -1, .child_fd = -1, .out_fd = -1 },
                 .ep = { .pidfd = -1, .output_fd = -1 },
@@ -395,10 +388,36 @@ int probes_new(const struct config *c, const struct bound_socket *sockets, size_
         return 0;
 }
 
+unsigned probes_conditions(const struct probes *p) {
+        return !p ? 0 : (p->log ? PROBE_LOG : 0) | (p->exec ? PROBE_EXEC : 0) | (p->http ? PROBE_HTTP : 0);
+}
+
+int probes_attach(struct probes *p, struct loop *l, probe_met_callback callback, void *userdata) {
+        int r;
+
+        p->loop = l;
+        p->on_met = callback;
+        p->userdata = userdata;
+        if (p->log && ((r = relay_attach(&p->out, l, lines_fed, p)) < 0 || (r = relay_attach(&p->err, l, lines_fed, p)) < 0))
+                return r;
+        return 0;
+}
+
+void probes_detach(struct probes *p) {
+        if (!p || !p->loop)
+                return;
+        probes_stop(p);
+        if (p->log) {
+                relay_detach(&p->out);
+                relay_detach(&p->err);
+        }
+        p->loop = NULL;
+}
+
 void probes_free(struct probes *p) {
         if (!p)
                 return;
-        probes_stop(p);
+        probes_detach(p);
         if (p->log) {
                 relay_close(&p->out);
                 relay_close(&p->err);
@@ -429,7 +448,7 @@ static int start_timer(struct probes *p, struct attempts *a, loop_handler handle
 }
 
 void probes_start(struct probes *p) {
-        if (!p)
+        if (!p || !p->loop)
                 return;
         probes_stop(p);
         p->waiting = true;
@@ -451,12 +470,8 @@ void probes_start(struct probes *p) {
                 log_error("cannot arm the --ready-http timer: %m");
 }
 
-bool probes_met(const struct probes *p) {
-        return !p || (p->log_met && p->exec_met && p->http_met);
-}
-
 void probes_stop(struct probes *p) {
-        if (!p)
+        if (!p || !p->loop)
                 return;
         p->waiting = false;
         if (p->exec) {
@@ -489,7 +504,7 @@ void probes_command_exited(struct probes *p) {
         }
 }
 
-static const char *first_line(const char *text, char *buf, size_t size) {
+static const char *last_line(const char *text, char *buf, size_t size) {
         const char *end = text + strlen(text);
 
         /* The last non-empty line says most: "no response", an error. */
@@ -504,19 +519,17 @@ static const char *first_line(const char *text, char *buf, size_t size) {
         return buf;
 }
 
-void probes_describe_unmet(const struct probes *p, char *buf, size_t size) {
+size_t probes_describe_unmet(const struct probes *p, unsigned which, const char *sep, char *buf, size_t size) {
         char quoted[LOG_QUOTE_SIZE], line[256];
         size_t len = 0;
 
-        buf[0] = '\0';
         if (!p)
-                return;
+                return 0;
 #define APPEND(...) (len += (size_t) snprintf(buf + len, len < size ? size - len : 0, __VA_ARGS__))
-        if (!p->log_met)
-                APPEND("%sno line of its output matched --ready-log '%s'", len ? "; " : "",
-                       log_shorten(p->config->ready_log, quoted));
-        if (!p->exec_met) {
-                APPEND("%s--ready-exec '%s' ", len ? "; " : "", log_shorten(p->exec_command, quoted));
+        if ((which & PROBE_LOG) && !p->log_met)
+                APPEND("%swrote no line that matches --ready-log '%s'", sep, log_shorten(p->config->ready_log, quoted));
+        if ((which & PROBE_EXEC) && !p->exec_met) {
+                APPEND("%sdid not pass --ready-exec '%s' (", sep, log_shorten(p->exec_command, quoted));
                 if (p->ep.status < 0)
                         APPEND("has not finished yet");
                 else if (p->ep.timed_out)
@@ -524,12 +537,13 @@ void probes_describe_unmet(const struct probes *p, char *buf, size_t size) {
                                (double) probe_attempt_timeout(p->config->ready_interval_usec) / USEC_PER_SEC);
                 else
                         APPEND("exited with status %d", p->ep.status);
-                APPEND(" (%u attempt%s)", p->exec_attempts.count, p->exec_attempts.count == 1 ? "" : "s");
+                APPEND(", %u attempt%s", p->exec_attempts.count, p->exec_attempts.count == 1 ? "" : "s");
                 if (p->ep.status >= 0 && p->ep.last_output[0])
-                        APPEND(": '%s'", first_line(p->ep.last_output, line, sizeof line));
+                        APPEND(": '%s'", last_line(p->ep.last_output, line, sizeof line));
+                APPEND(")");
         }
-        if (!p->http_met) {
-                APPEND("%s--ready-http GET %s ", len ? "; " : "", p->config->ready_http_path);
+        if ((which & PROBE_HTTP) && !p->http_met) {
+                APPEND("%sdid not pass --ready-http (GET %s ", sep, p->config->ready_http_path);
                 if (p->hp.status)
                         APPEND("answered %d", p->hp.status);
                 else if (p->hp.garbage)
@@ -541,9 +555,10 @@ void probes_describe_unmet(const struct probes *p, char *buf, size_t size) {
                         APPEND("failed: %s", strerror(p->hp.error));
                 else
                         APPEND("got no answer yet");
-                APPEND(" (%u attempt%s)", p->http_attempts.count, p->http_attempts.count == 1 ? "" : "s");
+                APPEND(", %u attempt%s)", p->http_attempts.count, p->http_attempts.count == 1 ? "" : "s");
         }
 #undef APPEND
+        return len;
 }
 
 void probes_log_tail(struct probes *p, const char *command) {

@@ -10,38 +10,54 @@
 #include "socket.h"
 
 /* The readiness conditions for servers that do not speak sd_notify, as
- * event sources on a loop: --ready-log (a line of COMMAND's output
- * matches; the output is relayed), --ready-exec (a probe command exits 0)
- * and --ready-http (GET PATH answers 2xx/3xx). Each new COMMAND is
- * waited for again (probes_start()); the owner is told when a condition
- * is met, and asks probes_met() whether all of them hold. */
+ * event sources on the supervisor's loop: --ready-log (a line of
+ * COMMAND's output matches; the output is relayed), --ready-exec (a probe
+ * command exits 0) and --ready-http (GET PATH answers 2xx/3xx). ready.c
+ * holds them as conditions among its own: each new COMMAND is waited for
+ * again (probes_start()), and each condition is reported as it is met. */
 struct probes;
+
+enum probe_condition {
+        PROBE_LOG = 1u << 0,
+        PROBE_EXEC = 1u << 1,
+        PROBE_HTTP = 1u << 2,
+};
+
+typedef void (*probe_met_callback)(enum probe_condition condition, void *userdata);
 
 /* Nothing to do when the config asks for none of them: *ret is NULL.
  * setenv: the -E entries (expanded), for the probe's environment. Logs
  * what is wrong with the options (a bad regex, no TCP socket, a bad
- * template) and returns -EINVAL, or another -errno. */
+ * template) and returns -EINVAL, or another -errno (logged). */
 int probes_new(const struct config *c, const struct bound_socket *sockets, size_t n, char *const *setenv,
-               size_t n_setenv, struct loop *l, void (*on_met)(void *userdata), void *userdata,
-               struct probes **ret);
+               size_t n_setenv, struct probes **ret);
 void probes_free(struct probes *p);
+
+/* The enum probe_condition bits the config asks for. */
+unsigned probes_conditions(const struct probes *p);
+
+/* On the loop: the output relay from now on (it runs as long as prebind
+ * does); the probes' sources come and go with probes_start()/_stop().
+ * Returns 0 or -errno. */
+int probes_attach(struct probes *p, struct loop *l, probe_met_callback callback, void *userdata);
+void probes_detach(struct probes *p);
 
 /* --ready-log: the fds COMMAND gets as stdout and stderr (0: prebind's). */
 void probes_child_output(const struct probes *p, int *ret_stdout, int *ret_stderr);
 
-/* A new COMMAND started: every condition is unmet again, and the probes
+/* A new COMMAND started: every condition is unmet again, the probes
  * begin. */
 void probes_start(struct probes *p);
-/* Every condition holds (true when there are none). */
-bool probes_met(const struct probes *p);
 /* Stop probing (ready, or given up); the output relay goes on. */
 void probes_stop(struct probes *p);
-/* COMMAND has exited: pass on all it wrote. */
+/* COMMAND has exited: pass on all it wrote (logs what it had to drop). */
 void probes_command_exited(struct probes *p);
 
-/* What is not met, for a one-line message: "no line matched …; GET /
- * answered 503". Writes "" when all are met. */
-void probes_describe_unmet(const struct probes *p, char *buf, size_t size);
+/* What is not met, for a one-line message ("no line of its output
+ * matched …", "--ready-http GET / answered 503 (12 attempts)"), each
+ * pending condition of which after sep. Returns the length written (as
+ * snprintf). */
+size_t probes_describe_unmet(const struct probes *p, unsigned which, const char *sep, char *buf, size_t size);
 /* After that line: the last lines COMMAND wrote (--ready-log), one log
  * line each. */
 void probes_log_tail(struct probes *p, const char *command);

@@ -284,7 +284,7 @@ def test_all_conditions_must_hold(start, tmp_path):
     assert published(r).strip().isdigit()
     p.stop()
     log = p.err
-    ready_at = log.index(f"'{PYTHON}' is ready")
+    ready_at = log.index("ready: waiting-ready -> running")
     for what in ("ready: --ready-log matched 'READY'", "ready: --ready-exec exited 0",
                  "ready: --ready-http answered 200"):
         assert -1 < log.index(what) < ready_at, log
@@ -300,7 +300,7 @@ def test_each_new_command_is_waited_for_again(start, tmp_path, condition):
             "--once-file", str(once)], stderr=err)
         assert published(r).strip().isdigit()
         log = lambda: (tmp_path / "log").read_text()  # noqa: E731
-        assert wait_for(lambda: log().count("' is ready") >= 2), log()
+        assert wait_for(lambda: log().count("ready: waiting-ready -> running") >= 2), log()
         assert log().count(f"ready: --ready-{condition}") == 2, log()
         assert "restarting it" in log()
         p.stop()
