@@ -461,6 +461,8 @@ void probes_start(struct probes *p) {
                 line_matcher_reset(&p->out_lines);
                 line_matcher_reset(&p->err_lines);
                 line_tail_clear(&p->tail);
+                relay_want_lines(&p->out, true);
+                relay_want_lines(&p->err, true);
         }
         /* The first attempts at once: the timer fires now. */
         p->exec_attempts.count = p->http_attempts.count = 0;
@@ -474,6 +476,12 @@ void probes_stop(struct probes *p) {
         if (!p || !p->loop)
                 return;
         p->waiting = false;
+        /* The relay goes on, bytes only. (A message about a COMMAND that
+         * was not ready comes before this, with the lines kept so far.) */
+        if (p->log) {
+                relay_want_lines(&p->out, false);
+                relay_want_lines(&p->err, false);
+        }
         if (p->exec) {
                 attempts_stop(p, &p->exec_attempts);
                 if (p->ep.pid > 0) {

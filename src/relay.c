@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@ static void open_output(struct relay *r) {
                 r->out_socket = true;
                 return;
         }
+        r->can_splice = S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode);
         if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
                 return;         /* a regular file: writes do not wait */
         snprintf(path, sizeof path, "/proc/self/fd/%d", r->target_fd);
@@ -103,7 +105,7 @@ static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdat
 
 /* Watch the pipe, or the output, whichever is the relay's bottleneck. */
 static int watch(struct relay *r) {
-        bool held = r->start < r->end;
+        bool held = r->start < r->end || r->out_full;
         int k = 0;
 
         if (!r->loop)
@@ -136,15 +138,58 @@ static ssize_t read_once(struct relay *r) {
         }
         r->start = 0;
         r->end = (size_t) n;
-        if (r->lines)
+        if (r->lines && r->lines_wanted)
                 line_matcher_feed(r->lines, r->buffer, (size_t) n);
         return n;
+}
+
+/* Pipe to output with no copy: 1 when bytes moved (or the relay must
+ * fall back to read()), 0 at EOF, -EAGAIN when nothing can move now. */
+static ssize_t splice_once(struct relay *r) {
+        ssize_t n;
+        int avail = 0;
+
+        n = splice(r->in_fd, NULL, r->out_fd, NULL, RELAY_PIPE_SIZE, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+        if (n > 0) {
+                r->relayed += (uint64_t) n;
+                return 1;
+        }
+        if (n == 0) {
+                r->in_eof = true;
+                return 0;
+        }
+        if (errno == EAGAIN) {
+                /* Which side? Bytes waiting in the pipe: the output is full. */
+                if (ioctl(r->in_fd, FIONREAD, &avail) == 0 && avail > 0)
+                        r->out_full = true;
+                return -EAGAIN;
+        }
+        if (errno == EPIPE) {
+                r->out_gone = true;
+                r->can_splice = false;
+                return 1;
+        }
+        /* EINVAL (an O_APPEND file…): the copying way from now on. */
+        r->can_splice = false;
+        return 1;
 }
 
 static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct relay *r = userdata;
         bool fed = false;
 
+        if (fd == r->out_fd && r->out_full)
+                r->out_full = false;
+        if (fd == r->in_fd && !r->watching_out && r->can_splice && !r->out_gone &&
+            !(r->lines && r->lines_wanted) && r->start == r->end) {
+                if (splice_once(r) == 0) {
+                        loop_remove(l, r->in_fd);
+                        return 0;
+                }
+                if (watch(r) < 0)
+                        relay_drain(r);
+                return 0;
+        }
         if (fd == r->in_fd && !r->watching_out) {
                 ssize_t n = read_once(r);
 
@@ -152,11 +197,11 @@ static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdat
                         /* EOF (or a pipe that broke): nothing more comes. */
                         r->in_eof = true;
                         loop_remove(l, r->in_fd);
-                        if (r->lines)
+                        if (r->lines && r->lines_wanted)
                                 line_matcher_flush(r->lines);
-                        fed = r->lines != NULL;
+                        fed = r->lines && r->lines_wanted;
                 } else if (n > 0)
-                        fed = r->lines != NULL;
+                        fed = r->lines && r->lines_wanted;
         }
         if (r->start < r->end)
                 (void) flush_held(r);
@@ -180,6 +225,10 @@ int relay_attach(struct relay *r, struct loop *l, void (*on_lines)(void *userdat
                 return k;
         r->loop = l;
         return 0;
+}
+
+void relay_want_lines(struct relay *r, bool want) {
+        r->lines_wanted = want;
 }
 
 void relay_detach(struct relay *r) {
@@ -214,10 +263,10 @@ void relay_drain(struct relay *r) {
         relay_detach(r);
         flush_waiting(r);
         while (!r->in_eof && read_once(r) > 0) {
-                fed = r->lines != NULL;
+                fed = r->lines && r->lines_wanted;
                 flush_waiting(r);
         }
-        if (r->lines && line_matcher_flush(r->lines))
+        if (r->lines && r->lines_wanted && line_matcher_flush(r->lines))
                 fed = true;
         if (l)
                 (void) relay_attach(r, l, r->on_lines, r->userdata);

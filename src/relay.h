@@ -21,7 +21,9 @@
  * MSG_DONTWAIT. While the output is full, prebind stops reading and
  * COMMAND fills the pipe and waits, as it would on a full fd of its own.
  * If the reader of prebind's output goes away (EPIPE), what COMMAND
- * writes is still read and matched, and dropped. */
+ * writes is still read and matched, and dropped. Once no line is wanted
+ * (COMMAND is ready), bytes move from pipe to pipe (or file) by splice(2),
+ * without a copy through prebind. */
 #define RELAY_BUFFER (128 * 1024)
 
 struct relay {
@@ -33,9 +35,12 @@ struct relay {
         bool out_socket;        /* send(MSG_DONTWAIT) */
         bool out_gone;          /* EPIPE: drop from now on */
         bool in_eof;
+        bool can_splice;        /* out_fd takes splice(2): a pipe or a regular file */
+        bool out_full;          /* splice said EAGAIN with bytes waiting: wait for out_fd */
         struct loop *loop;      /* while attached */
         bool watching_out;      /* out_fd is on the loop for EPOLLOUT */
         struct line_matcher *lines;     /* NULL: bytes only */
+        bool lines_wanted;      /* feed lines (while readiness waits) */
         void (*on_lines)(void *userdata);       /* after lines were fed */
         void *userdata;
         char *buffer;           /* RELAY_BUFFER bytes */
@@ -52,6 +57,9 @@ int relay_open(struct relay *r, int target_fd, struct line_matcher *lines);
  * can see whether one matched. Returns 0 or -errno. */
 int relay_attach(struct relay *r, struct loop *l, void (*on_lines)(void *userdata), void *userdata);
 void relay_detach(struct relay *r);
+/* Feed the lines, or not: once COMMAND is ready, no line needs matching
+ * or keeping, and the relay only moves bytes. */
+void relay_want_lines(struct relay *r, bool want);
 /* COMMAND has exited: everything it wrote is in the pipe. Read until the
  * pipe is empty (or at EOF) and write it all out, waiting for the output
  * if it must: nothing COMMAND wrote is lost, unless the output does not

@@ -263,13 +263,13 @@ def test_http_503_for_a_second_then_200(start):
 ])
 def test_http_not_ready_says_why(mode, reason):
     # Long enough for Python to start on a loaded machine.
-    out = run(["--ready-http", "--ready-timeout=3s", "--", PYTHON, READY_SERVER, mode])
+    out = run(["--ready-http", "--ready-timeout=6s", "--", PYTHON, READY_SERVER, mode])
     assert out.returncode == 124
     assert re.search(rf"--ready-http GET / {reason} \(\d+ attempts\); stopping it", out.stderr), out.stderr
 
 
 def test_http_503_until_timeout():
-    out = run(["--ready-http", "--ready-timeout=3s", "--", PYTHON, READY_SERVER, "--ready-after", "30"])
+    out = run(["--ready-http", "--ready-timeout=6s", "--", PYTHON, READY_SERVER, "--ready-after", "30"])
     assert out.returncode == 124
     assert re.search(r"--ready-http GET / answered 503 \(\d+ attempts\)", out.stderr), out.stderr
 
