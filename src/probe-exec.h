@@ -12,9 +12,10 @@
  * something behind) and when prebind dies (PR_SET_PDEATHSIG).
  *
  * prebind's child is a clone without an exit signal that forks the shell
- * and passes on its status: a supervisor's waitpid(-1, …) never reaps
- * such a child (waitpid(2): only __WCLONE or __WALL waits for it), so
- * its status is read from its pidfd here, and no SIGCHLD comes. */
+ * and writes its status on a pipe: a supervisor's waitpid(-1, …) never
+ * reaps such a child (waitpid(2): only __WCLONE or __WALL waits for it),
+ * and no SIGCHLD comes. (It does not exec: execve(2) would make it an
+ * ordinary child again, with SIGCHLD.) */
 
 #define EXEC_OUTPUT_MAX 1024
 
@@ -22,7 +23,7 @@ struct exec_probe {
         const char *command;    /* templates expanded */
         char *const *envp;
         pid_t pid;              /* 0 between attempts */
-        int pidfd;              /* readable when the attempt has exited */
+        int done_fd;            /* readable when the attempt is over: its status, or EOF */
         int output_fd;          /* its stdout and stderr */
         char output[EXEC_OUTPUT_MAX];   /* the end of this attempt's output */
         size_t output_len;
@@ -38,7 +39,7 @@ void exec_probe_init(struct exec_probe *p, const char *command, char *const *env
 int exec_probe_begin(struct exec_probe *p);
 /* output_fd is readable: keep what it says. */
 void exec_probe_read(struct exec_probe *p);
-/* pidfd is readable: the attempt is over. Returns 1 if it exited 0,
+/* done_fd is readable: the attempt is over. Returns 1 if it exited 0,
  * -EAGAIN if not. */
 int exec_probe_finish(struct exec_probe *p);
 /* Its time is up: kill it, and the attempt is over (not ready). */

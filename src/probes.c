@@ -127,8 +127,8 @@ static void exec_begin(struct probes *p);
 
 /* Before the attempt's fds are closed: the loop indexes sources by fd. */
 static void exec_unwatch(struct probes *p) {
-        if (p->ep.pidfd >= 0)
-                loop_remove(p->loop, p->ep.pidfd);
+        if (p->ep.done_fd >= 0)
+                loop_remove(p->loop, p->ep.done_fd);
         if (p->ep.output_fd >= 0)
                 loop_remove(p->loop, p->ep.output_fd);
 }
@@ -156,7 +156,7 @@ static int exec_event(struct loop *l, int fd, uint32_t revents, void *userdata) 
                         (void) loop_add(l, fd, EPOLLIN, exec_event, p);
                 return 0;
         }
-        if (fd != p->ep.pidfd || p->ep.pid <= 0)
+        if (fd != p->ep.done_fd || p->ep.pid <= 0)
                 return 0;
         exec_unwatch(p);
         exec_over(p, exec_probe_finish(&p->ep));
@@ -191,7 +191,7 @@ static void exec_begin(struct probes *p) {
                 return;
         }
         attempt_started(p, &p->exec_attempts);
-        if (loop_add(p->loop, p->ep.pidfd, EPOLLIN, exec_event, p) < 0 ||
+        if (loop_add(p->loop, p->ep.done_fd, EPOLLIN, exec_event, p) < 0 ||
             loop_add(p->loop, p->ep.output_fd, EPOLLIN, exec_event, p) < 0)
                 log_error("cannot watch the --ready-exec probe: %m");
 }
@@ -368,7 +368,7 @@ int probes_new(const struct config *c, const struct bound_socket *sockets, size_
                 .config = c,
                 .out = { .in_fd = -1, .child_fd = -1, .out_fd = -1 },
                 .err = { .in_fd = -1, .child_fd = -1, .out_fd = -1 },
-                .ep = { .pidfd = -1, .output_fd = -1 },
+                .ep = { .done_fd = -1, .output_fd = -1 },
                 .exec_attempts = { .timer_fd = -1 },
                 .http_attempts = { .timer_fd = -1 },
                 .http_fd = -1,
