@@ -226,7 +226,7 @@ def test_exec_probe_failure_shows_its_output_and_status():
 def test_exec_probe_is_bounded_and_never_outlives_prebind():
     out = run(["--ready-exec=sleep 7.31", "--ready-interval=100ms", "--ready-timeout=2.5s", "--", "sleep", "30"])
     assert out.returncode == 124
-    assert re.search(r"--ready-exec 'sleep 7\.31' did not finish within 1\.0s \([23] attempts\)", out.stderr), \
+    assert re.search(r"--ready-exec 'sleep 7\.31' did not finish within 1\.0s \(\d+ attempts\)", out.stderr), \
         out.stderr
     assert wait_for(lambda: not processes_with("sleep 7.31"), timeout=5)
 
