@@ -23,6 +23,8 @@ struct attempts {
         bool running;
         uint64_t started;
         unsigned count;
+        uint64_t bound;         /* how long the next attempt may take */
+        uint64_t last_bound;    /* …and the last one that ran out of time */
 };
 
 struct probes {
@@ -58,6 +60,14 @@ struct probes {
 
 uint64_t probe_attempt_timeout(uint64_t interval_usec) {
         return interval_usec > USEC_PER_SEC ? interval_usec : USEC_PER_SEC;
+}
+
+uint64_t probe_next_bound(uint64_t bound_usec) {
+        uint64_t next = bound_usec * 2;
+
+        if (bound_usec >= PROBE_BOUND_MAX)
+                return bound_usec;
+        return next < PROBE_BOUND_MAX ? next : PROBE_BOUND_MAX;
 }
 
 uint64_t probe_next_start(uint64_t started_usec, uint64_t ended_usec, uint64_t interval_usec) {
@@ -97,8 +107,15 @@ static void attempt_started(struct probes *p, struct attempts *a) {
         a->running = true;
         a->started = now_usec();
         a->count++;
-        if (timer_start(&a->timer_fd, probe_attempt_timeout(p->config->ready_interval_usec)) < 0)
+        if (timer_start(&a->timer_fd, a->bound) < 0)
                 log_error("cannot arm the probe timer: %m");
+}
+
+/* The attempt ran out of time: the next may take longer (see probes.h). */
+static void attempt_timed_out(struct probes *p, struct attempts *a) {
+        a->last_bound = a->bound;
+        a->bound = probe_next_bound(a->bound);
+        attempt_failed(p, a);
 }
 
 static void attempts_stop(struct probes *p, struct attempts *a) {
@@ -176,7 +193,7 @@ static int exec_timer(struct loop *l, int fd, uint32_t revents, void *userdata) 
         /* Its time is up. */
         exec_unwatch(p);
         exec_probe_kill(&p->ep);
-        attempt_failed(p, &p->exec_attempts);
+        attempt_timed_out(p, &p->exec_attempts);
         return 0;
 }
 
@@ -243,7 +260,7 @@ static int http_timer(struct loop *l, int fd, uint32_t revents, void *userdata) 
         }
         /* Not accepted yet: wait on; the --ready timeout bounds it. */
         if (http_probe_queued(&p->hp)) {
-                if (timer_start(&p->http_attempts.timer_fd, probe_attempt_timeout(p->config->ready_interval_usec)) < 0)
+                if (timer_start(&p->http_attempts.timer_fd, p->http_attempts.bound) < 0)
                         log_error("cannot arm the probe timer: %m");
                 return 0;
         }
@@ -251,7 +268,7 @@ static int http_timer(struct loop *l, int fd, uint32_t revents, void *userdata) 
         http_unwatch(p);
         http_probe_abort(&p->hp);
         p->hp.error = ETIMEDOUT;
-        attempt_failed(p, &p->http_attempts);
+        attempt_timed_out(p, &p->http_attempts);
         return 0;
 }
 
@@ -466,6 +483,7 @@ void probes_start(struct probes *p) {
         }
         /* The first attempts at once: the timer fires now. */
         p->exec_attempts.count = p->http_attempts.count = 0;
+        p->exec_attempts.bound = p->http_attempts.bound = probe_attempt_timeout(p->config->ready_interval_usec);
         if (p->exec && start_timer(p, &p->exec_attempts, exec_timer) < 0)
                 log_error("cannot arm the --ready-exec timer: %m");
         if (p->http && start_timer(p, &p->http_attempts, http_timer) < 0)
@@ -541,8 +559,7 @@ size_t probes_describe_unmet(const struct probes *p, unsigned which, const char 
                 if (p->ep.status < 0)
                         APPEND("has not finished yet");
                 else if (p->ep.timed_out)
-                        APPEND("did not finish within %.1fs",
-                               (double) probe_attempt_timeout(p->config->ready_interval_usec) / USEC_PER_SEC);
+                        APPEND("did not finish within %.1fs", (double) p->exec_attempts.last_bound / USEC_PER_SEC);
                 else
                         APPEND("exited with status %d", p->ep.status);
                 APPEND(", %u attempt%s", p->exec_attempts.count, p->exec_attempts.count == 1 ? "" : "s");
@@ -557,8 +574,7 @@ size_t probes_describe_unmet(const struct probes *p, unsigned which, const char 
                 else if (p->hp.garbage)
                         APPEND("got an answer that is not HTTP/1.x");
                 else if (p->hp.error == ETIMEDOUT)
-                        APPEND("got no answer within %.1fs",
-                               (double) probe_attempt_timeout(p->config->ready_interval_usec) / USEC_PER_SEC);
+                        APPEND("got no answer within %.1fs", (double) p->http_attempts.last_bound / USEC_PER_SEC);
                 else if (p->hp.error)
                         APPEND("failed: %s", strerror(p->hp.error));
                 else

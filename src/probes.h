@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "parse.h"
 #include "loop.h"
 #include "socket.h"
 
@@ -64,6 +65,12 @@ void probes_log_tail(struct probes *p, const char *command);
 
 /* Scheduling, pure: an attempt may take max(interval, 1s); the next
  * starts interval after the last one started, and never before it
- * ended (attempts never overlap). */
+ * ended (attempts never overlap). An attempt that runs out of time
+ * doubles the bound of the next, up to PROBE_BOUND_MAX: on a loaded
+ * machine (a CI runner at load 30 was measured) `sh -c 'redis-cli ping'`
+ * takes more than a second to start, and a fixed bound would kill every
+ * attempt. A hung probe still costs at most one bound per attempt. */
+#define PROBE_BOUND_MAX (8 * USEC_PER_SEC)
 uint64_t probe_attempt_timeout(uint64_t interval_usec);
+uint64_t probe_next_bound(uint64_t bound_usec);
 uint64_t probe_next_start(uint64_t started_usec, uint64_t ended_usec, uint64_t interval_usec);

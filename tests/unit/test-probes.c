@@ -23,6 +23,19 @@ START_TEST(test_attempt_timeout) {
 }
 END_TEST
 
+START_TEST(test_next_bound) {
+        /* Doubled after each attempt that ran out of time, up to the cap. */
+        ck_assert_uint_eq(probe_next_bound(USEC_PER_SEC), 2 * USEC_PER_SEC);
+        ck_assert_uint_eq(probe_next_bound(2 * USEC_PER_SEC), 4 * USEC_PER_SEC);
+        ck_assert_uint_eq(probe_next_bound(4 * USEC_PER_SEC), PROBE_BOUND_MAX);
+        ck_assert_uint_eq(probe_next_bound(5 * USEC_PER_SEC), PROBE_BOUND_MAX);
+        ck_assert_uint_eq(probe_next_bound(PROBE_BOUND_MAX), PROBE_BOUND_MAX);
+        /* An interval longer than the cap stays the bound. */
+        ck_assert_uint_eq(probe_next_bound(30 * USEC_PER_SEC), 30 * USEC_PER_SEC);
+        ck_assert_uint_eq(probe_next_bound(probe_attempt_timeout(100 * MS)), 2 * USEC_PER_SEC);
+}
+END_TEST
+
 START_TEST(test_next_start) {
         /* A quick attempt: the next one an interval after this one began. */
         ck_assert_uint_eq(probe_next_start(0, 20 * MS, 100 * MS), 100 * MS);
@@ -109,6 +122,7 @@ static Suite *probes_suite(void) {
 
         tcase_add_test(tc, test_attempt_timeout);
         tcase_add_test(tc, test_next_start);
+        tcase_add_test(tc, test_next_bound);
         tcase_add_loop_test(tc, test_schedule_never_overlaps, 0, ARRAY_SIZE(intervals));
         suite_add_tcase(s, tc);
 
