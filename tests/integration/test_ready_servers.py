@@ -51,7 +51,7 @@ def test_redis_first_query_at_publication_in_parallel(start, condition):
                      # accept connections at PATH" for a unix socket only.
                      "log": "--ready-log=[Rr]eady to accept connections"}[condition]
             p, r = start_published(start, ["-q", ready, "--"] + redis_args(d))
-            assert published(r).strip().isdigit()
+            assert published(r, timeout=60).strip().isdigit()
             # No retry: the very first command works.
             out = redis_cli(d, "set", "k", os.path.basename(d))
             assert out.stdout.strip() == "OK", out.stderr
@@ -74,7 +74,7 @@ def test_redis_restarted_is_waited_for_again(start):
             p, r = start_published(start, ["-v", "--restart=always", "--restart-delay=0",
                                            f"--ready-exec=redis-cli -s {d}/redis.sock ping | grep -q PONG", "--"]
                                    + redis_args(d), stderr=err)
-            assert published(r).strip().isdigit()
+            assert published(r, timeout=60).strip().isdigit()
             pid = int(redis_cli(d, "info", "server").stdout.split("process_id:")[1].split()[0])
             os.kill(pid, signal.SIGKILL)
             log = lambda: open(f"{d}/prebind.log").read()  # noqa: E731
@@ -123,7 +123,7 @@ def test_postgres_first_query_at_publication(start, pg_cluster, condition):
                  "exec": [f"--ready-exec=pg_isready -q -h {d} -p 5432"]}
         ready["both"] = ready["log"] + ready["exec"]
         p, r = start_published(start, ["-q"] + ready[condition] + ["--"] + postgres_args(d))
-        assert published(r).strip().isdigit(), p.stderr_text()
+        assert published(r, timeout=60).strip().isdigit(), p.stderr_text()
         out = psql(d, "select 40 + 2")
         assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr
         assert p.stop(signal.SIGINT) == 0
