@@ -43,10 +43,10 @@ static int status_line(const char *buf, size_t len, int *ret_status) {
                 char c = buf[i];
                 bool ok;
 
+                /* "HTTP/1." (0-6), the minor digit (7), SP (8), the code
+                 * (9-11), then SP or the line's end (12). */
                 if (i < sizeof prefix - 1)
                         ok = c == prefix[i];
-                else if (i == 7)
-                        ok = is_digit(c);
                 else if (i == 8)
                         ok = c == ' ';
                 else if (i < 12)

@@ -103,7 +103,7 @@ static void attempt_failed(struct probes *p, struct attempts *a) {
                 log_error("cannot arm the probe timer: %m");
 }
 
-static void attempt_started(struct probes *p, struct attempts *a) {
+static void attempt_started(struct attempts *a) {
         a->running = true;
         a->started = now_usec();
         a->count++;
@@ -207,7 +207,7 @@ static void exec_begin(struct probes *p) {
                 attempt_failed(p, &p->exec_attempts);
                 return;
         }
-        attempt_started(p, &p->exec_attempts);
+        attempt_started(&p->exec_attempts);
         if (loop_add(p->loop, p->ep.done_fd, EPOLLIN, exec_event, p) < 0 ||
             loop_add(p->loop, p->ep.output_fd, EPOLLIN, exec_event, p) < 0)
                 log_error("cannot watch the --ready-exec probe: %m");
@@ -275,7 +275,7 @@ static int http_timer(struct loop *l, int fd, uint32_t revents, void *userdata) 
 static void http_begin(struct probes *p) {
         int r = http_probe_begin(&p->hp);
 
-        attempt_started(p, &p->http_attempts);
+        attempt_started(&p->http_attempts);
         if (r < 0) {
                 attempt_failed(p, &p->http_attempts);
                 return;
