@@ -551,7 +551,7 @@ size_t probes_describe_unmet(const struct probes *p, unsigned which, const char 
 
         if (!p)
                 return 0;
-#define APPEND(...) (len += (size_t) snprintf(buf + len, len < size ? size - len : 0, __VA_ARGS__))
+#define APPEND(...) (len += (size_t) snprintf(len < size ? buf + len : buf, len < size ? size - len : 0, __VA_ARGS__))
         if ((which & PROBE_LOG) && !p->log_met)
                 APPEND("%swrote no line that matches --ready-log '%s'", sep, log_shorten(p->config->ready_log, quoted));
         if ((which & PROBE_EXEC) && !p->exec_met) {
