@@ -54,6 +54,10 @@ struct probes {
         bool http;
         bool http_met;
         struct http_probe hp;
+        struct http_probe_result {      /* the last attempt that is over */
+                int status, error;
+                bool garbage, over;
+        } http_last;
         struct attempts http_attempts;
         int http_fd;            /* hp.fd as watched on the loop, or -1 */
 };
@@ -217,6 +221,16 @@ static void exec_begin(struct probes *p) {
 
 static void http_begin(struct probes *p);
 
+/* The attempt is over, not ready: what it got, for the message (the next
+ * attempt starts afresh in p->hp). */
+static void http_failed(struct probes *p, bool timed_out) {
+        p->http_last = (struct http_probe_result) { p->hp.status, p->hp.error, p->hp.garbage, true };
+        if (timed_out)
+                attempt_timed_out(p, &p->http_attempts);
+        else
+                attempt_failed(p, &p->http_attempts);
+}
+
 static void http_unwatch(struct probes *p) {
         if (p->http_fd >= 0)
                 loop_remove(p->loop, p->http_fd);
@@ -244,7 +258,7 @@ static int http_event(struct loop *l, int fd, uint32_t revents, void *userdata) 
                 met(p, &p->http_met, PROBE_HTTP, what);
                 return 0;
         }
-        attempt_failed(p, &p->http_attempts);
+        http_failed(p, false);
         return 0;
 }
 
@@ -268,7 +282,7 @@ static int http_timer(struct loop *l, int fd, uint32_t revents, void *userdata) 
         http_unwatch(p);
         http_probe_abort(&p->hp);
         p->hp.error = ETIMEDOUT;
-        attempt_timed_out(p, &p->http_attempts);
+        http_failed(p, true);
         return 0;
 }
 
@@ -277,13 +291,13 @@ static void http_begin(struct probes *p) {
 
         attempt_started(&p->http_attempts);
         if (r < 0) {
-                attempt_failed(p, &p->http_attempts);
+                http_failed(p, false);
                 return;
         }
         if (loop_add(p->loop, p->hp.fd, http_probe_events(&p->hp), http_event, p) < 0) {
                 log_error("cannot watch the --ready-http probe: %m");
                 http_probe_abort(&p->hp);
-                attempt_failed(p, &p->http_attempts);
+                http_failed(p, false);
                 return;
         }
         p->http_fd = p->hp.fd;
@@ -483,6 +497,10 @@ void probes_start(struct probes *p) {
         }
         /* The first attempts at once: the timer fires now. */
         p->exec_attempts.count = p->http_attempts.count = 0;
+        p->http_last = (struct http_probe_result) { 0 };
+        p->ep.status = -1;
+        p->ep.timed_out = false;
+        p->ep.last_output[0] = '\0';
         p->exec_attempts.bound = p->http_attempts.bound = probe_attempt_timeout(p->config->ready_interval_usec);
         if (p->exec && start_timer(p, &p->exec_attempts, exec_timer) < 0)
                 log_error("cannot arm the --ready-exec timer: %m");
@@ -568,17 +586,21 @@ size_t probes_describe_unmet(const struct probes *p, unsigned which, const char 
                 APPEND(")");
         }
         if ((which & PROBE_HTTP) && !p->http_met) {
+                const struct http_probe_result *last = &p->http_last;
+
                 APPEND("%sdid not pass --ready-http (GET %s ", sep, p->config->ready_http_path);
-                if (p->hp.status)
-                        APPEND("answered %d", p->hp.status);
-                else if (p->hp.garbage)
-                        APPEND("got an answer that is not HTTP/1.x");
-                else if (p->hp.error == ETIMEDOUT)
-                        APPEND("got no answer within %.1fs", (double) p->http_attempts.last_bound / USEC_PER_SEC);
-                else if (p->hp.error)
-                        APPEND("failed: %s", strerror(p->hp.error));
-                else
+                if (!last->over)
                         APPEND("got no answer yet");
+                else if (last->status)
+                        APPEND("answered %d", last->status);
+                else if (last->garbage)
+                        APPEND("got an answer that is not HTTP/1.x");
+                else if (last->error == ETIMEDOUT)
+                        APPEND("got no answer within %.1fs", (double) p->http_attempts.last_bound / USEC_PER_SEC);
+                else if (last->error)
+                        APPEND("failed: %s", strerror(last->error));
+                else
+                        APPEND("got no answer");
                 APPEND(", %u attempt%s)", p->http_attempts.count, p->http_attempts.count == 1 ? "" : "s");
         }
 #undef APPEND
