@@ -141,7 +141,7 @@ def test_nothing_is_lost_when_command_exits(tmp_path):
     assert out.returncode == 3
     assert out.stdout == out_data
     assert out.stderr.startswith(err_data)
-    assert b"exited with status 3 before it was ready" in out.stderr[len(err_data):]
+    assert b"exited before it was ready, with status 3" in out.stderr[len(err_data):]
 
 
 def test_a_reader_that_does_not_read_does_not_block_prebind(start, tmp_path):
@@ -174,8 +174,7 @@ def test_never_ready_is_124_with_its_last_lines(tmp_path):
     out = run(["--ready-log=NEVER", "--ready-timeout=3s", "--print", "--", PYTHON, "-c", script, str(pidfile)])
     assert out.returncode == 124
     lines = out.stderr.splitlines()
-    assert f"prebind: '{PYTHON}' was not ready within 3.0s: no line of its output matched --ready-log 'NEVER'; " \
-           "stopping it" in lines
+    assert f"prebind: '{PYTHON}' wrote no line that matches --ready-log 'NEVER' within 3.0s; stopping it" in lines
     tail = lines[lines.index(f"prebind: last lines of '{PYTHON}':") + 1:]
     # The last 10 lines, of stdout and stderr.
     assert tail == [f"prebind: > line {i}" for i in range(6, 15)] + ["prebind: > last words"]
@@ -188,7 +187,7 @@ def test_exit_before_ready_passes_its_status_and_says_why():
     out = run(["--ready-log=ready", "--print", "--", "sh", "-c", "echo 'fatal: no config' >&2; exit 3"])
     assert out.returncode == 3
     assert out.stdout == ""
-    assert "prebind: 'sh' exited with status 3 before it was ready: no line of its output matched " \
+    assert "prebind: 'sh' exited before it was ready, with status 3: wrote no line that matches " \
            "--ready-log 'ready'" in out.stderr
     assert "prebind: > fatal: no config" in out.stderr
 
@@ -219,15 +218,15 @@ def test_exec_probe_failure_shows_its_output_and_status():
     out = run(["--ready-exec=echo '127.0.0.1:5432 - no response'; exit 2", "--ready-timeout=1s", "--",
                "sleep", "30"])
     assert out.returncode == 124
-    assert re.search(r"prebind: 'sleep' was not ready within 1\.0s: --ready-exec 'echo '127\.0\.0\.1:5432 - no "
-                     r"response'; exit 2' exited with status 2 \(\d+ attempts\): '127\.0\.0\.1:5432 - no response'; "
+    assert re.search(r"prebind: 'sleep' did not pass --ready-exec 'echo '127\.0\.0\.1:5432 - no response'; exit 2' "
+                     r"\(exited with status 2, \d+ attempts: '127\.0\.0\.1:5432 - no response'\) within 1\.0s; "
                      r"stopping it", out.stderr), out.stderr
 
 
 def test_exec_probe_is_bounded_and_never_outlives_prebind():
     out = run(["--ready-exec=sleep 7.31", "--ready-interval=100ms", "--ready-timeout=2.5s", "--", "sleep", "30"])
     assert out.returncode == 124
-    assert re.search(r"--ready-exec 'sleep 7\.31' did not finish within 1\.0s \(\d+ attempts\)", out.stderr), \
+    assert re.search(r"did not pass --ready-exec 'sleep 7\.31' \(did not finish within 1\.0s, \d+ attempts\)", out.stderr), \
         out.stderr
     assert wait_for(lambda: not processes_with("sleep 7.31"), timeout=5)
 
@@ -266,13 +265,13 @@ def test_http_not_ready_says_why(mode, reason):
     # Long enough for Python to start on a loaded machine.
     out = run(["--ready-http", "--ready-timeout=6s", "--", PYTHON, READY_SERVER, mode])
     assert out.returncode == 124
-    assert re.search(rf"--ready-http GET / {reason} \(\d+ attempts\); stopping it", out.stderr), out.stderr
+    assert re.search(rf"did not pass --ready-http \(GET / {reason}, \d+ attempts\) within 6\.0s; stopping it", out.stderr), out.stderr
 
 
 def test_http_503_until_timeout():
     out = run(["--ready-http", "--ready-timeout=6s", "--", PYTHON, READY_SERVER, "--ready-after", "30"])
     assert out.returncode == 124
-    assert re.search(r"--ready-http GET / answered 503 \(\d+ attempts\)", out.stderr), out.stderr
+    assert re.search(r"did not pass --ready-http \(GET / answered 503, \d+ attempts\)", out.stderr), out.stderr
 
 
 # ---- together, and with --restart ---------------------------------------------

@@ -139,7 +139,7 @@ def test_postgres_that_cannot_start_says_why(pg_cluster):
         out = subprocess.run([__import__("conftest").PREBIND, "--ready-log=ready to accept connections", "--"]
                              + postgres_args(d), capture_output=True, text=True, timeout=TIMEOUT)
         assert out.returncode == 1
-        assert "exited with status 1 before it was ready: no line of its output matched" in out.stderr
+        assert "exited before it was ready, with status 1: wrote no line that matches" in out.stderr
         assert "prebind: > " in out.stderr and "shared_buffers" in out.stderr
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -56,7 +56,7 @@ def test_never_ready_times_out_with_124_and_leaves_nothing(tmp_path):
     assert out.returncode == 124
     assert 0.9 < time.monotonic() - t0 < TIMEOUT
     assert out.stdout == ""
-    assert "was not ready within 1.0s: did not send READY=1" in out.stderr
+    assert "did not send READY=1 within 1.0s" in out.stderr
     assert os.listdir(tmp_path) == []
 
 
@@ -70,7 +70,7 @@ def test_exit_before_ready_passes_the_status_and_publishes_nothing(tmp_path):
     pf = tmp_path / "port"
     out = run(["--ready", f"--port-file={pf}", "--print", "--", "sh", "-c", "exit 3"])
     assert out.returncode == 3
-    assert out.stdout == "" and "before it was ready" in out.stderr
+    assert out.stdout == "" and "exited before it was ready" in out.stderr
     assert os.listdir(tmp_path) == []
 
 

@@ -132,7 +132,7 @@ START_TEST(test_log_and_notify_both_wanted) {
         ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf),
                          "did not send READY=1 and wrote no line that matches --ready-log '^up$'");
         ck_assert_str_eq(readiness_describe_unmet(f.r, buf, 8), "did not");
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, 26), "did not send READY=1 and w");
+        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, 27), "did not send READY=1 and w");
         /* A line on COMMAND's stderr (relayed to ours) meets one condition. */
         ck_assert_int_eq(write(err, "starting\nup\n", 12), 12);
         DISPATCH_UNTIL(&f, !strstr(readiness_describe_unmet(f.r, buf, sizeof buf), "--ready-log"), 2000);
