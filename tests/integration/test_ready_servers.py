@@ -143,3 +143,40 @@ def test_postgres_that_cannot_start_says_why(pg_cluster):
         assert "prebind: > " in out.stderr and "shared_buffers" in out.stderr
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- with --intercept: the servers take prebind's own TCP socket -------------------
+
+@pytest.mark.parametrize("condition", ["exec", "log"])
+def test_redis_on_prebinds_port_through_intercept(start, condition):
+    d = private_dir()
+    try:
+        ready = {"exec": "--ready-exec=redis-cli -p {port} ping | grep -q PONG",
+                 "log": "--ready-log=Ready to accept connections"}[condition]
+        p, r = start_published(start, ["-q", "--intercept=6379", ready, "--", "redis-server", "--port", "6379",
+                                       "--save", "", "--appendonly", "no", "--dir", d])
+        port = published(r, timeout=60).strip()
+        assert port.isdigit()
+        out = subprocess.run(["redis-cli", "-p", port, "set", "k", "v"], capture_output=True, text=True,
+                             timeout=TIMEOUT)
+        assert out.stdout.strip() == "OK", out.stderr
+        assert p.stop() == 0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_postgres_on_prebinds_port_through_intercept(start, pg_cluster):
+    d = pg_copy(pg_cluster)
+    try:
+        p, r = start_published(start, ["-q", "--intercept=5432", "--ready-exec=pg_isready -q -h 127.0.0.1 -p {port}",
+                                       "--ready-log=database system is ready to accept connections", "--"]
+                               + AS_POSTGRES + [f"{PG_BIN}/postgres", "-D", f"{d}/data", "-k", d, "-p", "5432",
+                                                "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+        port = published(r, timeout=60).strip()
+        assert port.isdigit(), p.stderr_text()
+        out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "-Atc", "select 6 * 7"],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr
+        assert p.stop(signal.SIGINT) == 0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
