@@ -8,9 +8,9 @@
 # Long options that take a value ("=" attached, or as the next word).
 _prebind_opts_with_arg=(--listen --backlog --socket-mode --port-file --port-fd --format
     --setenv --kill-after --success-status --restart --restart-delay --restart-limit
-    --max-connections --intercept --ready-timeout)
+    --max-connections --intercept --ready-log --ready-exec --ready-interval --ready-timeout)
 # Long options whose value is optional and must be attached with "=".
-_prebind_opts_optional_arg=(--print --ready)
+_prebind_opts_optional_arg=(--print --ready --ready-http)
 _prebind_opts_no_arg=(--reuseport --v6only --subst --exec --accept --inetd --group
     --die-with-parent --subreaper --netns --quiet --verbose --help --version)
 _prebind_short_opts=(-l -E -q -v -h)

@@ -39,8 +39,16 @@ static void help(void) {
                "      --exec                   replace prebind by COMMAND instead of supervising\n"
                "      --ready[=TIMEOUT]        give COMMAND a NOTIFY_SOCKET and publish only once it\n"
                "                               sends READY=1 (default timeout 90s; 'infinity')\n"
+               "      --ready-log=REGEX        publish once a line of COMMAND's stdout or stderr\n"
+               "                               matches REGEX (POSIX extended); both are relayed\n"
+               "      --ready-exec=COMMAND     publish once COMMAND (sh -c, templates expanded)\n"
+               "                               exits 0; run every --ready-interval\n"
+               "      --ready-http[=PATH]      publish once GET PATH (default /) on the first TCP\n"
+               "                               socket answers 2xx or 3xx\n"
+               "      --ready-interval=DURATION  between two probes (default 100ms)\n"
                "      --ready-timeout=DURATION stop COMMAND and exit 124 if it is not ready in time\n"
-               "                               (--ready, --intercept; default 90s; 'infinity')\n"
+               "                               (every --ready* condition, --intercept; default 90s;\n"
+               "                               'infinity'); all conditions must hold\n"
                "      --restart=WHEN           run COMMAND again when it exits: no, on-failure,\n"
                "                               always; SIGHUP then restarts it on demand\n"
                "      --restart-delay=DURATION wait before a restart (default 100ms)\n"
@@ -94,6 +102,10 @@ enum {
         ARG_SUBST,
         ARG_EXEC,
         ARG_READY,
+        ARG_READY_LOG,
+        ARG_READY_EXEC,
+        ARG_READY_HTTP,
+        ARG_READY_INTERVAL,
         ARG_READY_TIMEOUT,
         ARG_INTERCEPT,
         ARG_RESTART,
@@ -125,6 +137,10 @@ static const struct option options[] = {
         { "subst",       no_argument,       NULL, ARG_SUBST },
         { "exec",        no_argument,       NULL, ARG_EXEC },
         { "ready",       optional_argument, NULL, ARG_READY },
+        { "ready-log",   required_argument, NULL, ARG_READY_LOG },
+        { "ready-exec",  required_argument, NULL, ARG_READY_EXEC },
+        { "ready-http",  optional_argument, NULL, ARG_READY_HTTP },
+        { "ready-interval", required_argument, NULL, ARG_READY_INTERVAL },
         { "ready-timeout", required_argument, NULL, ARG_READY_TIMEOUT },
         { "intercept",   required_argument, NULL, ARG_INTERCEPT },
         { "restart",     required_argument, NULL, ARG_RESTART },
@@ -255,6 +271,15 @@ static int parse_restart_limit(struct config *c, const char *arg) {
         return 0;
 }
 
+/* --ready=TIMEOUT and --ready-timeout=TIMEOUT: one timeout for all. */
+static int parse_ready_timeout(struct config *c, const char *option, const char *arg) {
+        if (strcmp(arg, "infinity") == 0)
+                c->ready_timeout_usec = 0;
+        else if (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0)
+                return usage_error(option, arg, "expected a duration such as 30s, or infinity");
+        return 0;
+}
+
 static int parse_one(struct config *c, int opt, char *arg, const char *current, bool *print_format_set) {
         unsigned long n;
 
@@ -315,16 +340,26 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return 0;
         case ARG_READY:
                 c->ready = true;
-                if (arg && strcmp(arg, "infinity") == 0)
-                        c->ready_timeout_usec = 0;
-                else if (arg && (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0))
-                        return usage_error("--ready", arg, "expected a duration such as 30s, or infinity");
-                return 0;
+                return arg ? parse_ready_timeout(c, "--ready", arg) : 0;
         case ARG_READY_TIMEOUT:
-                if (strcmp(arg, "infinity") == 0)
-                        c->ready_timeout_usec = 0;
-                else if (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0)
-                        return usage_error("--ready-timeout", arg, "expected a duration such as 30s, or infinity");
+                return parse_ready_timeout(c, "--ready-timeout", arg);
+        case ARG_READY_LOG:
+                if (!*arg)
+                        return usage_error("--ready-log", arg, "empty regular expression (it would match any line)");
+                c->ready_log = arg;
+                return 0;
+        case ARG_READY_EXEC:
+                if (!*arg)
+                        return usage_error("--ready-exec", arg, "empty command");
+                c->ready_exec = arg;
+                return 0;
+        case ARG_READY_HTTP:
+                c->ready_http = true;
+                c->ready_http_path = arg ? arg : "/";
+                return 0;
+        case ARG_READY_INTERVAL:
+                if (parse_duration(arg, &c->ready_interval_usec) < 0 || c->ready_interval_usec == 0)
+                        return usage_error("--ready-interval", arg, "expected a duration such as 100ms or 1s");
                 return 0;
         case ARG_INTERCEPT:
                 return add_intercept(c, arg);
@@ -396,7 +431,7 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
 static int check_conflicts(const struct config *c) {
         size_t n_stream = 0;
 
-        if (c->accept && (c->ready || c->restart_set))
+        if (c->accept && (config_waits_ready(c) || c->restart_set))
                 return usage_error(NULL, NULL, "--accept runs a COMMAND per connection: it cannot be combined with "
                                    "--ready or --restart");
         if (c->accept && c->exec)
@@ -430,6 +465,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 .format = FORMAT_PORT,
                 .port_fd = -1,
                 .ready_timeout_usec = 90 * USEC_PER_SEC,
+                .ready_interval_usec = 100 * 1000,   /* testcontainers' poll */
                 /* systemd's RestartSec=, StartLimitBurst= and
                  * StartLimitIntervalSec= defaults, and MaxConnections=. */
                 .restart_delay_usec = 100 * 1000,
@@ -475,7 +511,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 return usage_error(NULL, NULL, "missing COMMAND");
         c.command = argv + optind;
         /* Options that only mean something to a supervisor. */
-        if (c.exec && (c.ready || c.group || c.kill_after_usec || c.die_with_parent || c.subreaper ||
+        if (c.exec && (config_waits_ready(&c) || c.group || c.kill_after_usec || c.die_with_parent || c.subreaper ||
                        memchr(c.success_status, 1, sizeof c.success_status)))
                 return usage_error(NULL, NULL, "--exec leaves no supervisor: it cannot be combined with --ready, "
                                    "--group, --kill-after, --die-with-parent, --subreaper or --success-status");

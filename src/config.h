@@ -44,7 +44,12 @@ struct config {
 
         bool exec;
         bool ready;             /* --ready: publish after COMMAND's READY=1 */
-        uint64_t ready_timeout_usec; /* --ready-timeout (and --intercept's); 0: wait forever */
+        uint64_t ready_timeout_usec; /* --ready=, --ready-timeout= (and --intercept's); 0: wait forever */
+        const char *ready_log;  /* --ready-log=REGEX */
+        const char *ready_exec; /* --ready-exec=COMMAND, templates unexpanded */
+        bool ready_http;        /* --ready-http[=PATH] */
+        const char *ready_http_path;
+        uint64_t ready_interval_usec; /* between two probes */
         enum restart_mode restart;
         bool restart_set;       /* --restart given: SIGHUP restarts COMMAND */
         uint64_t restart_delay_usec;
@@ -63,6 +68,12 @@ struct config {
         bool netns;             /* COMMAND in a new network namespace; --intercept forwards into it */
         char **command;         /* points into argv; NULL-terminated */
 };
+
+/* prebind publishes only once COMMAND is ready: --ready or a --ready-*
+ * condition. */
+static inline bool config_waits_ready(const struct config *c) {
+        return c->ready || c->ready_log || c->ready_exec || c->ready_http;
+}
 
 /* Returns 1 when there is work to do, 0 when --help or --version was
  * printed, or a negative errno after logging the problem (usage errors

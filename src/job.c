@@ -207,6 +207,10 @@ static int setup_readiness(struct job *job) {
 
         if (r < 0)
                 return log_error_errno(r, "cannot create the notification socket: %m");
+        /* Before NOTIFY_SOCKET joins the -E entries: that one is COMMAND's. */
+        r = readiness_add_probes(job->readiness, job->sockets, job->n_sockets, job->setenv, job->n_setenv);
+        if (r < 0)
+                return r;
         entry = readiness_notify_entry(job->readiness);
         if (entry && !(job->setenv[job->n_setenv++] = strdup(entry)))
                 return log_oom();
@@ -381,7 +385,7 @@ int job_publish(struct job *job, pid_t child_pid) {
 }
 
 struct spawn_plan job_spawn_plan(const struct job *job) {
-        return (struct spawn_plan) {
+        struct spawn_plan plan = {
                 .command = job->command,
                 .env = (struct child_env *) &job->env,
                 .sockets = job->passed,
@@ -389,6 +393,9 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .new_process_group = job->config->group,
                 .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
         };
+
+        readiness_child_output(job->readiness, &plan.stdout_fd, &plan.stderr_fd);
+        return plan;
 }
 
 /* --exec: publish, then become COMMAND. Returns only on failure. */

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "notify.h"
 #include "parse.h"
+#include "probes.h"
 #include "process.h"
 #include "ready.h"
 
@@ -26,6 +27,17 @@ struct readiness {
         struct loop *loop;
         readiness_callback callback;
         void *userdata;
+        struct probes *probes;          /* --ready-log, --ready-exec, --ready-http */
+};
+
+/* probes.c's conditions, as ours. */
+static const struct {
+        enum probe_condition probe;
+        enum ready_condition ready;
+} probe_conditions[] = {
+        { PROBE_LOG, READY_LOG },
+        { PROBE_EXEC, READY_EXEC },
+        { PROBE_HTTP, READY_HTTP },
 };
 
 int readiness_new(const struct config *config, struct readiness **ret) {
@@ -72,6 +84,7 @@ int readiness_move_notify(struct readiness *r, int fd) {
 
 void readiness_detach(struct readiness *r) {
         readiness_stop(r);
+        probes_detach(r->probes);
         if (r->loop && r->notify.fd >= 0)
                 loop_remove(r->loop, r->notify.fd);
         if (r->loop && r->broker)
@@ -84,6 +97,7 @@ void readiness_free(struct readiness *r) {
                 return;
         readiness_detach(r);
         broker_free(r->broker);
+        probes_free(r->probes);
         notify_socket_close(&r->notify);
         free(r->notify_entry);
         free(r);
@@ -92,6 +106,29 @@ void readiness_free(struct readiness *r) {
 void readiness_add_broker(struct readiness *r, struct broker *broker) {
         r->broker = broker;
         r->conditions |= READY_CLAIMED;
+}
+
+int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
+                         size_t n_setenv) {
+        int k = probes_new(r->config, sockets, n, setenv, n_setenv, &r->probes);
+        unsigned bits = probes_conditions(r->probes);
+
+        for (size_t i = 0; i < sizeof probe_conditions / sizeof probe_conditions[0]; i++)
+                if (bits & probe_conditions[i].probe)
+                        r->conditions |= probe_conditions[i].ready;
+        return k;
+}
+
+void readiness_child_output(const struct readiness *r, int *ret_stdout, int *ret_stderr) {
+        probes_child_output(r ? r->probes : NULL, ret_stdout, ret_stderr);
+}
+
+void readiness_command_exited(struct readiness *r) {
+        probes_command_exited(r->probes);
+}
+
+void readiness_log_details(struct readiness *r) {
+        probes_log_tail(r->probes, r->config->command[0]);
 }
 
 const char *readiness_notify_entry(const struct readiness *r) {
@@ -192,6 +229,12 @@ void readiness_hear(struct readiness *r) {
                 log_error_errno(k, "cannot read a notification: %m");
 }
 
+static void on_probe_met(enum probe_condition condition, void *userdata) {
+        for (size_t i = 0; i < sizeof probe_conditions / sizeof probe_conditions[0]; i++)
+                if (probe_conditions[i].probe == condition)
+                        readiness_condition_met(userdata, probe_conditions[i].ready);
+}
+
 static int on_notify(struct loop *l, int fd, uint32_t revents, void *userdata) {
         readiness_hear(userdata);
         return 0;
@@ -209,14 +252,15 @@ static int on_timeout(struct loop *l, int fd, uint32_t revents, void *userdata) 
 }
 
 int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback callback, void *userdata) {
+        int k;
+
         r->loop = loop;
         r->callback = callback;
         r->userdata = userdata;
-        if (r->broker) {
-                int k = loop_add(loop, broker_fd(r->broker), EPOLLIN, on_broker, r);
-                if (k < 0)
-                        return k;
-        }
+        if (r->broker && (k = loop_add(loop, broker_fd(r->broker), EPOLLIN, on_broker, r)) < 0)
+                return k;
+        if (r->probes && (k = probes_attach(r->probes, loop, on_probe_met, r)) < 0)
+                return k;
         return r->notify.fd >= 0 ? loop_add(loop, r->notify.fd, EPOLLIN, on_notify, r) : 0;
 }
 
@@ -229,6 +273,7 @@ int readiness_start(struct readiness *r, pid_t child) {
         /* Only this COMMAND and its descendants may claim, and must again. */
         if (r->broker)
                 broker_set_command(r->broker, child);
+        probes_start(r->probes);
         if (!r->pending || !r->config->ready_timeout_usec)
                 return 0;
         fresh = r->timer_fd < 0;
@@ -243,6 +288,7 @@ int readiness_start(struct readiness *r, pid_t child) {
 
 void readiness_stop(struct readiness *r) {
         r->pending = 0;
+        probes_stop(r->probes);
         if (r->timer_fd >= 0 && r->loop)
                 loop_remove(r->loop, r->timer_fd);
         timer_stop(&r->timer_fd);
@@ -276,5 +322,9 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 }
                 len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s", len ? " and " : "", text);
         }
+        for (size_t i = 0; i < sizeof probe_conditions / sizeof probe_conditions[0]; i++)
+                if (r->pending & probe_conditions[i].ready)
+                        len += probes_describe_unmet(r->probes, probe_conditions[i].probe, len ? " and " : "",
+                                                     len < size ? buf + len : buf, len < size ? size - len : 0);
         return buf;
 }

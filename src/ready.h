@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "loop.h"
+#include "socket.h"
 
 /* Readiness: the conditions that must all hold before prebind publishes
  * (and, after a restart, tells its manager READY=1 again). Each COMMAND
@@ -16,7 +17,10 @@
 enum ready_condition {
         READY_NOTIFY = 1u << 0,         /* --ready: READY=1 from COMMAND or a descendant */
         READY_CLAIMED = 1u << 1,        /* --intercept: every intercepted socket claimed */
-        READY_PORTS = 1u << 2,          /* --netns --intercept: every port accepts inside */
+        READY_LOG = 1u << 2,            /* --ready-log: a line of its output matches (probes.c) */
+        READY_EXEC = 1u << 3,           /* --ready-exec: a probe command exits 0 */
+        READY_HTTP = 1u << 4,           /* --ready-http: GET answers 2xx/3xx */
+        READY_PORTS = 1u << 5,          /* --netns --intercept: every port accepts inside */
 };
 
 enum readiness_event {
@@ -38,6 +42,24 @@ void readiness_free(struct readiness *r);
  * The readiness takes the broker over (it frees it), puts it on the loop,
  * tells it each new COMMAND, and asks it what is missing. */
 void readiness_add_broker(struct readiness *r, struct broker *broker);
+
+/* --ready-log, --ready-exec, --ready-http (probes.c), once the sockets
+ * and the -E entries are known. Logs its errors (bad options too);
+ * returns 0 or -errno. */
+int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
+                         size_t n_setenv);
+
+/* --ready-log: the pipes COMMAND gets as stdout and stderr (0: prebind's
+ * own). */
+void readiness_child_output(const struct readiness *r, int *ret_stdout, int *ret_stderr);
+
+/* COMMAND has exited: pass on the rest of what it wrote (--ready-log),
+ * before its exit is reported. */
+void readiness_command_exited(struct readiness *r);
+
+/* After a message that COMMAND was not ready: the last lines it wrote
+ * (--ready-log), as log lines. */
+void readiness_log_details(struct readiness *r);
 
 /* "NOTIFY_SOCKET=@…" for COMMAND's environment, or NULL without --ready. */
 const char *readiness_notify_entry(const struct readiness *r);
@@ -77,6 +99,6 @@ void readiness_condition_met(struct readiness *r, enum ready_condition condition
 /* Are any conditions pending? */
 bool readiness_waiting(const struct readiness *r);
 
-/* For the messages: what is still missing, e.g. "did not send READY=1",
- * into buf. */
+/* For the messages: what is still missing, e.g. "did not send READY=1;
+ * --ready-http GET / answered 503 (12 attempts)", into buf. */
 const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_t size);

@@ -154,6 +154,11 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                         fprintf(stderr, "prebind: cannot enter the network namespace (--netns): %s\n", strerror(err));
                         _exit(EXIT_PREBIND_FAILED);
                 }
+                /* Before the sockets are laid out: the pipes may sit where
+                 * a socket goes (their copies here are close-on-exec). */
+                if ((plan->stdout_fd > 0 && dup2(plan->stdout_fd, STDOUT_FILENO) < 0) ||
+                    (plan->stderr_fd > 0 && dup2(plan->stderr_fd, STDERR_FILENO) < 0))
+                        _exit(EXIT_PREBIND_FAILED);
                 if (prepare_child(plan, keep, 2) < 0) {
                         fprintf(stderr, "prebind: cannot pass the sockets: %m\n");
                         _exit(EXIT_PREBIND_FAILED);

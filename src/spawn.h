@@ -23,6 +23,9 @@ struct spawn_plan {
         size_t n_sockets;
         bool new_process_group;     /* --group: COMMAND leads its own group */
         enum socket_passing passing;
+        /* --ready-log: pipes for COMMAND's stdout and stderr (fds 1 and
+         * 2); 0 leaves prebind's own. */
+        int stdout_fd, stderr_fd;
         /* Every signal disposition is SIG_DFL already (the supervisor set
          * them): the child then only clears its mask. */
         bool dispositions_are_default;

@@ -200,19 +200,23 @@ static int start_command(struct supervisor *s) {
         return s->job->netns ? netns_job_started(s->job->netns) : 0;
 }
 
+/* One line that names what was not met, then the last lines COMMAND
+ * wrote (--ready-log), as testcontainers shows a container's log. */
 static void log_not_ready(struct supervisor *s) {
-        char unmet[512];
+        char unmet[2048];
 
         log_error("'%s' %s within %.1fs; stopping it", command_name(s),
                   readiness_describe_unmet(s->job->readiness, unmet, sizeof unmet),
                   (double) s->config->ready_timeout_usec / USEC_PER_SEC);
+        readiness_log_details(s->job->readiness);
 }
 
 static void log_error_exited_unready(struct supervisor *s) {
-        char unmet[512];
+        char unmet[2048];
 
         log_error("'%s' exited before it was ready, with status %d: %s", command_name(s), s->outcome.status,
                   readiness_describe_unmet(s->job->readiness, unmet, sizeof unmet));
+        readiness_log_details(s->job->readiness);
 }
 
 /* Carry out a transition's actions, in the order of enum lc_action.
@@ -309,6 +313,8 @@ static void command_exited(struct supervisor *s, int status) {
         /* What COMMAND said before it exited is queued already: hear it (a
          * last STATUS=, STOPPING=1) before going on. */
         readiness_hear(s->job->readiness);
+        /* …and pass on all it wrote (--ready-log). */
+        readiness_command_exited(s->job->readiness);
         if (s->pidfd >= 0) {
                 loop_remove(s->loop, s->pidfd);
                 close(s->pidfd);

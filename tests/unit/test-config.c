@@ -638,6 +638,85 @@ START_TEST(test_ready_errors) {
 }
 END_TEST
 
+/* ---- --ready-log, --ready-exec, --ready-http, --ready-interval, --ready-timeout */
+
+START_TEST(test_ready_conditions) {
+        ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
+        ck_assert(!config_waits_ready(&cfg));
+        ck_assert_ptr_null(cfg.ready_log);
+        ck_assert_ptr_null(cfg.ready_exec);
+        ck_assert(!cfg.ready_http);
+        ck_assert_uint_eq(cfg.ready_interval_usec, 100000);
+
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-log=ready to accept", "srv")), 1);
+        ck_assert_str_eq(cfg.ready_log, "ready to accept");
+        ck_assert(config_waits_ready(&cfg));
+        ck_assert(!cfg.ready);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-log", "^x$", "srv")), 1);
+        ck_assert_str_eq(cfg.ready_log, "^x$");
+        ck_assert_str_eq(cfg.command[0], "srv");
+
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-exec=redis-cli -p {port} ping", "srv")), 1);
+        ck_assert_str_eq(cfg.ready_exec, "redis-cli -p {port} ping");
+        ck_assert(config_waits_ready(&cfg));
+
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-http", "srv")), 1);
+        ck_assert(cfg.ready_http);
+        ck_assert_str_eq(cfg.ready_http_path, "/");
+        ck_assert(config_waits_ready(&cfg));
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-http=/healthz?full=1", "srv")), 1);
+        ck_assert_str_eq(cfg.ready_http_path, "/healthz?full=1");
+        /* As for --ready: the optional argument must be attached. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-http", "/x")), 1);
+        ck_assert_str_eq(cfg.ready_http_path, "/");
+        ck_assert_str_eq(cfg.command[0], "/x");
+
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-interval=250ms", "--ready-http", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_interval_usec, 250000);
+
+        /* One timeout for all: --ready=T and --ready-timeout=T, the last wins. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=5s", "--ready-http", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 5 * USEC);
+        ck_assert(!cfg.ready);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=infinity", "--ready-log=x", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 0);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready=3s", "--ready-timeout=7s", "--ready-log=x", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 7 * USEC);
+        ck_assert(cfg.ready);
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=7s", "--ready=3s", "srv")), 1);
+        ck_assert_uint_eq(cfg.ready_timeout_usec, 3 * USEC);
+
+        /* All together. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--ready", "--ready-log=a", "--ready-exec=b", "--ready-http=/c", "srv")),
+                         1);
+        ck_assert(cfg.ready && cfg.ready_log && cfg.ready_exec && cfg.ready_http);
+}
+END_TEST
+
+START_TEST(test_ready_condition_errors) {
+        check_usage_error(ARGV("prebind", "--ready-log=", "srv"),
+                          "prebind: --ready-log: '': empty regular expression (it would match any line) (see --help)\n");
+        check_usage_error(ARGV("prebind", "--ready-log"),
+                          "prebind: option '--ready-log' requires an argument (see --help)\n");
+        check_usage_error(ARGV("prebind", "--ready-exec=", "srv"),
+                          "prebind: --ready-exec: '': empty command (see --help)\n");
+        check_usage_error(ARGV("prebind", "--ready-interval=0", "--ready-http", "srv"),
+                          "prebind: --ready-interval: '0': expected a duration such as 100ms or 1s (see --help)\n");
+        check_usage_error(ARGV("prebind", "--ready-interval=soon", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--ready-interval=", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--ready-timeout=0", "srv"),
+                          "prebind: --ready-timeout: '0': expected a duration such as 30s, or infinity (see --help)\n");
+        check_usage_error(ARGV("prebind", "--ready-timeout=-1s", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--ready-timeout", "srv"), NULL);
+        /* They need the supervisor, and one COMMAND. */
+        check_usage_error(ARGV("prebind", "--exec", "--ready-log=x", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--exec", "--ready-exec=true", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--exec", "--ready-http", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--accept", "--ready-log=x", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--accept", "--ready-http", "srv"), NULL);
+}
+END_TEST
+
 /* ---- --restart, --restart-delay, --restart-limit ------------------------- */
 
 START_TEST(test_restart) {
@@ -938,6 +1017,8 @@ static Suite *config_suite(void) {
         tcase_add_checked_fixture(tc, NULL, teardown);
         tcase_add_test(tc, test_lifecycle_defaults);
         tcase_add_test(tc, test_ready);
+        tcase_add_test(tc, test_ready_conditions);
+        tcase_add_test(tc, test_ready_condition_errors);
         tcase_add_loop_test(tc, test_ready_errors, 0, ARRAY_SIZE(bad_ready));
         tcase_add_test(tc, test_restart);
         tcase_add_test(tc, test_restart_delay);

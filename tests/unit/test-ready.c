@@ -112,6 +112,39 @@ START_TEST(test_off_waits_for_nothing) {
 }
 END_TEST
 
+/* ---- with --ready-log too --------------------------------------------------- */
+
+START_TEST(test_log_and_notify_both_wanted) {
+        struct fixture f = { .config = config_of(true, 0) };
+        char buf[256];
+        int out = -1, err = -1;
+
+        f.config.ready_log = "^up$";
+        f.config.ready_interval_usec = 100000;
+        ck_assert_int_eq(loop_new(&f.loop), 0);
+        ck_assert_int_eq(readiness_new(&f.config, &f.r), 0);
+        ck_assert_int_eq(readiness_add_probes(f.r, NULL, 0, NULL, 0), 0);
+        ck_assert_int_eq(readiness_attach(f.r, f.loop, on_readiness, &f.calls), 0);
+        readiness_child_output(f.r, &out, &err);
+        ck_assert_int_gt(out, 2);
+        ck_assert_int_gt(err, 2);
+        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf),
+                         "did not send READY=1 and wrote no line that matches --ready-log '^up$'");
+        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, 8), "did not");
+        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, 27), "did not send READY=1 and w");
+        /* A line on COMMAND's stderr (relayed to ours) meets one condition. */
+        ck_assert_int_eq(write(err, "starting\nup\n", 12), 12);
+        DISPATCH_UNTIL(&f, !strstr(readiness_describe_unmet(f.r, buf, sizeof buf), "--ready-log"), 2000);
+        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf), "did not send READY=1");
+        ck_assert_int_eq(f.calls.met, 0);
+        readiness_condition_met(f.r, READY_NOTIFY);
+        ck_assert_int_eq(f.calls.met, 1);
+        ck_assert(!readiness_waiting(f.r));
+        fixture_done(&f);
+}
+END_TEST
+
 /* ---- with --ready ---------------------------------------------------------- */
 
 START_TEST(test_on_pending_until_met_once) {
@@ -315,6 +348,7 @@ int main(void) {
         tcase_add_test(on, test_ready_from_a_stranger_is_ignored);
         tcase_add_test(on, test_forgotten_child_counts_no_more);
         tcase_add_test(on, test_free_without_attach);
+        tcase_add_test(on, test_log_and_notify_both_wanted);
         suite_add_tcase(s, on);
         tcase_add_test(timeout, test_timeout_fires_through_the_loop);
         tcase_add_test(timeout, test_ready_in_time_stops_the_clock);
