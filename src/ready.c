@@ -7,6 +7,7 @@
 #include <sys/timerfd.h>
 
 #include "broker.h"
+#include "compat.h"
 #include "log.h"
 #include "notify.h"
 #include "parse.h"
