@@ -18,9 +18,9 @@ import subprocess
 
 import pytest
 
-from conftest import PREBIND_REAL, TIMEOUT, Prebind, http_get, is_static, wait_for
+from conftest import BUILD, PREBIND_REAL, TIMEOUT, Prebind, http_get, is_static, wait_for
 
-PID1_SERVER = os.environ.get("PID1_SERVER", "")
+PID1_SERVER = os.path.abspath(os.environ.get("PID1_SERVER", os.path.join(BUILD, "tests", "helpers", "pid1-server")))
 
 pytestmark = [
     pytest.mark.skipif(not is_static(PREBIND_REAL),
@@ -111,6 +111,8 @@ def test_publishes_and_passes_the_socket_as_pid_1(root, container):
     # prebind is PID 1, the server its child, PID 2.
     assert (doc["pid"], doc["child_pid"]) == (1, 2)
     url = doc["sockets"][0]["url"]
+    # Each output is written in turn: the file may follow stdout.
+    assert wait_for((root / "port").exists)
     assert (root / "port").read_text().split() == [str(doc["sockets"][0]["port"])]
     assert http_get(url) == (200, "pid=2 ppid=1\n")
     assert c.stop() == 0
