@@ -10,6 +10,7 @@
 
 #include "accept.h"
 #include "broker.h"
+#include "compat.h"
 #include "exitcode.h"
 #include "format.h"
 #include "job.h"

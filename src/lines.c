@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat.h"
 #include "lines.h"
 
 int line_regex_compile(regex_t *re, const char *pattern, char *error, size_t size) {

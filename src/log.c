@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat.h"
 #include "log.h"
 
 static enum log_level current_level = LOG_LEVEL_INFO;
@@ -54,6 +55,12 @@ static void log_va(enum log_level level, int err, const char *format, va_list ap
                 return;
         if (err != 0)
                 errno = abs(err);
+#ifdef PREBIND_EXPAND_ERRNO
+        char expanded[sizeof line];
+
+        /* The C library's %m would say it in its own words. */
+        format = prebind_expand_errno(format, errno, expanded, sizeof expanded);
+#endif
         /* One write(2)-sized line, so concurrent writers on a shared stderr
          * never interleave within a message. */
         vsnprintf(line, sizeof line, format, ap);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "compat.h"
 #include "log.h"
 #include "notify.h"
 #include "parse.h"

@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +6,10 @@
 #include <unistd.h>
 
 #include "sd.h"
+#include "sdproto.h"
+
+#ifdef HAVE_LIBSYSTEMD
+#include <dlfcn.h>
 
 /* libsystemd's soname: it has been libsystemd.so.0 since the library
  * was created (its ABI is kept stable), and a build may override it with
@@ -27,6 +30,12 @@ static void *symbol(const char *name) {
         void *h = libsystemd();
         return h ? dlsym(h, name) : NULL;
 }
+#else
+/* -Dlibsystemd=disabled, and the static build: prebind's own code. */
+static void *symbol(const char *name) {
+        return NULL;
+}
+#endif
 
 int sd_listen_fds_with_names_lazy(char ***names) {
         int (*fn)(int, char ***);
@@ -40,8 +49,10 @@ int sd_listen_fds_with_names_lazy(char ***names) {
                 return 0;
         }
         fn = (int (*)(int, char ***)) symbol("sd_listen_fds_with_names");
+        /* No libsystemd0 on this machine: the same protocol, spoken by
+         * prebind itself. */
         if (!fn)
-                return -ELIBACC;
+                return sdproto_listen_fds(names);
         return fn(1, names);
 }
 
@@ -52,6 +63,6 @@ int sd_notify_lazy(const char *message) {
                 return 0;
         fn = (int (*)(int, const char *)) symbol("sd_notify");
         if (!fn)
-                return -ELIBACC;
+                return sdproto_notify(message);
         return fn(0, message);
 }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "signals.h"
 
 struct signal_verdict signal_classify(const struct signalfd_siginfo *si, bool command_has_own_group) {
@@ -42,7 +43,7 @@ int signals_block_all(void) {
 
         sigemptyset(&mask);
         for (int sig = 1; sig < NSIG; sig++)
-                if (sig != SIGKILL && sig != SIGSTOP && sigaddset(&mask, sig) == 0)
+                if (sig != SIGKILL && sig != SIGSTOP && prebind_sigaddset(&mask, sig) == 0)
                         signal(sig, SIG_DFL);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return -errno;

@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <linux/close_range.h>
 #include <sys/syscall.h>
 
+#include "compat.h"
 #include "exitcode.h"
 #include "netns.h"
 #include "parse.h"
@@ -160,7 +160,7 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                     (plan->stderr_fd > 0 && dup2(plan->stderr_fd, STDERR_FILENO) < 0))
                         _exit(EXIT_PREBIND_FAILED);
                 if (prepare_child(plan, keep, 2) < 0) {
-                        fprintf(stderr, "prebind: cannot pass the sockets: %m\n");
+                        fprintf(stderr, "prebind: cannot pass the sockets: %s\n", strerror(errno));
                         _exit(EXIT_PREBIND_FAILED);
                 }
                 /* Wait for the parent to publish; EOF without the byte means

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "loop.h"

@@ -16,10 +16,39 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVERS = os.path.join(HERE, "servers")
 BUILD = os.path.join(HERE, "..", "..", "build")
-PREBIND = os.path.abspath(os.environ.get("PREBIND", os.path.join(BUILD, "src", "prebind")))
+# PREBIND_BUILT is this build's prebind; PREBIND, the binary under test, is
+# the same unless meson's -Dprebind_under_test or PREBIND_UNDER_TEST names
+# another (.ci/run: the static build's prebind-static, the installed .deb's).
+PREBIND_BUILT = os.path.abspath(os.environ.get("PREBIND_BUILT", os.environ.get(
+    "PREBIND", os.path.join(BUILD, "src", "prebind"))))
+PREBIND = os.path.abspath(os.environ.get("PREBIND_UNDER_TEST") or os.environ.get("PREBIND", PREBIND_BUILT))
 PROBE = os.path.abspath(os.environ.get("PROBE", os.path.join(BUILD, "tests", "helpers", "probe")))
 EXAMPLE_C_SERVER = os.path.abspath(os.environ.get(
     "EXAMPLE_C_SERVER", os.path.join(BUILD, "examples", "c", "prebind-example-c-server")))
+
+
+def is_static(path):
+    """True for an ELF executable without a program interpreter (no
+    dynamic loader): what runs in an empty root."""
+    import struct
+
+    with open(path, "rb") as f:
+        header = f.read(64)
+        if header[:4] != b"\x7fELF" or header[4] != 2:  # 64-bit ELF only
+            return False
+        e_phoff, = struct.unpack_from("<Q", header, 0x20)
+        e_phentsize, e_phnum = struct.unpack_from("<HH", header, 0x36)
+        f.seek(e_phoff)
+        table = f.read(e_phentsize * e_phnum)
+    return all(struct.unpack_from("<I", table, i * e_phentsize)[0] != 3  # PT_INTERP
+               for i in range(e_phnum))
+
+
+def pytest_report_header(config):
+    kind = "static" if is_static(PREBIND_REAL) else "dynamic"
+    return f"prebind under test: {PREBIND_REAL} ({kind})"
+
+
 # Debian's interpreter: python3-uvicorn and python3-gunicorn belong to it.
 PYTHON = "/usr/bin/python3"
 TIMEOUT = 20  # seconds: the bound on every wait in these tests
@@ -44,6 +73,22 @@ def _wrap(binary, wrapper):
     return script
 
 
+def _alias(binary):
+    """A symlink named prebind to binary (prebind-static): the units and
+    the scripts the tests run call it by that name from its directory. A
+    symlink, not a script: the static binary must also run where there is
+    no shell."""
+    import atexit
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="prebind-alias-")
+    os.chmod(directory, 0o755)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    os.symlink(binary, os.path.join(directory, "prebind"))
+    return os.path.join(directory, "prebind")
+
+
 # PREBIND_WRAPPER, a command prefix (.ci/analyze sets .ci/valgrind-wrapper): every
 # prebind the tests start, nested ones and those run by shell scripts
 # included, runs under it, and PREBIND names the wrapping script.
@@ -51,6 +96,8 @@ def _wrap(binary, wrapper):
 PREBIND_REAL = PREBIND
 if os.environ.get("PREBIND_WRAPPER"):
     PREBIND = _wrap(PREBIND_REAL, os.environ["PREBIND_WRAPPER"])
+elif os.path.basename(PREBIND) != "prebind":
+    PREBIND = _alias(PREBIND_REAL)
 
 
 _public_prebind = None

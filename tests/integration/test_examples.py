@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from conftest import PREBIND, PYTHON
+from conftest import PREBIND, PREBIND_BUILT, PYTHON
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -31,7 +31,7 @@ GO_SYSTEMD = "/usr/share/gocode/src/github.com/coreos/go-systemd/activation"
 def cache_dir(name):
     base = os.environ.get("PREBIND_EXAMPLES_CACHE")
     if not base:
-        build = os.path.dirname(os.path.dirname(PREBIND))  # <build>/src/prebind
+        build = os.path.dirname(os.path.dirname(PREBIND_BUILT))  # <build>/src/prebind
         if os.path.isdir(os.path.join(build, "meson-private")):
             base = os.path.join(build, "examples-cache")
         else:

@@ -4,7 +4,8 @@ run) and the bash completion in place; the man page renders without a
 warning; the completion loads in bash and completes; `meson dist` makes a
 tarball that builds and passes the unit tests.
 
-The build directory is the one that built $PREBIND (its grandparent)."""
+The build directory is the one that built $PREBIND_BUILT (its grandparent),
+whichever binary the other tests run."""
 
 import glob
 import json
@@ -18,10 +19,10 @@ import tarfile
 
 import pytest
 
-from conftest import HERE, PREBIND
+from conftest import HERE, PREBIND_BUILT
 
 SOURCE_DIR = os.path.normpath(os.path.join(HERE, "..", ".."))
-BUILD_DIR = os.path.dirname(os.path.dirname(PREBIND))
+BUILD_DIR = os.path.dirname(os.path.dirname(PREBIND_BUILT))
 BUILD_TIMEOUT = 300  # seconds, for each meson step
 UNITS = ["prebind-demo.service", "prebind-demo.socket", "prebind-notify-demo.service"]
 # bash-completion's main script, for the _command_offset path (Debian's
@@ -220,7 +221,7 @@ def test_completion_completes_options_and_values(opts, destdir, tmp_path):
 
 def test_completion_offers_the_options_of_help(opts, destdir):
     """The same long options as --help: none missing, none gone."""
-    help_text = subprocess.run([PREBIND, "--help"], capture_output=True, text=True, timeout=30).stdout
+    help_text = subprocess.run([PREBIND_BUILT, "--help"], capture_output=True, text=True, timeout=30).stdout
     in_help = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", help_text))
     offered = {w.split("=")[0] for w in complete(completion_file(opts, destdir), ["prebind", "--"])}
     assert offered - {"--"} == in_help

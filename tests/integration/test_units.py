@@ -22,10 +22,10 @@ import time
 
 import pytest
 
-from conftest import EXAMPLE_C_SERVER, HERE, PREBIND, TIMEOUT, http_get, wait_for
+from conftest import EXAMPLE_C_SERVER, HERE, PREBIND, PREBIND_BUILT, TIMEOUT, http_get, wait_for
 
 UNITS_SRC = os.path.normpath(os.path.join(HERE, "..", "..", "units"))
-BUILD_DIR = os.path.dirname(os.path.dirname(PREBIND))
+BUILD_DIR = os.path.dirname(os.path.dirname(PREBIND_BUILT))
 BUILT_MAN_PAGE = os.path.join(BUILD_DIR, "man", "prebind.1")
 TEMPLATES = sorted(glob.glob(os.path.join(UNITS_SRC, "*.in")))
 
