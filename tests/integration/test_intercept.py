@@ -93,7 +93,9 @@ def test_named_socket_and_a_second_port(start, tmp_path):
     # Two servers in one COMMAND, each port its own socket.
     script = (f"{PYTHON} {server('own_port_http.py')} --port 8001 --token one & "
               f"exec {PYTHON} {server('own_port_http.py')} --port 8002 --token two")
-    p, port, log = start_intercepted(start, tmp_path, ["-l", "a=127.0.0.1:0", "-l", "b=127.0.0.1:0",
+    # --group: the background server is stopped with the rest (it is not
+    # COMMAND, which exec'd the second one).
+    p, port, log = start_intercepted(start, tmp_path, ["--group", "-l", "a=127.0.0.1:0", "-l", "b=127.0.0.1:0",
                                                        "--format=json", "--intercept=a=8001",
                                                        "--intercept=b=8002"], ["sh", "-c", script])
     import json

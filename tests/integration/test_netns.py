@@ -304,7 +304,8 @@ def test_intercepted_socket_is_not_passed_and_no_fd_leaks_to_command(start, go_s
 def test_servers_that_reach_each_other_inside_one_namespace(start, go_server):
     """The recipe for servers that talk to each other: one prebind, one
     namespace, one --intercept per server."""
-    p = start(["--netns", "-l", "a=127.0.0.1:0", "-l", "b=127.0.0.1:0", "--intercept=a=8080",
+    # --group: b, in the background, stops with the rest when a does.
+    p = start(["--netns", "--group", "-l", "a=127.0.0.1:0", "-l", "b=127.0.0.1:0", "--intercept=a=8080",
                "--intercept=b=9090", "--print=port", "--", "sh", "-c",
                f"ID=b {go_server} -addr :9090 & ID=a exec {go_server} -addr :8080"])
     port_a, port_b = int(p.readline()), int(p.readline())
