@@ -51,6 +51,11 @@ static _Noreturn void exec_shell(const struct exec_probe *p, int output) {
         _exit(EXIT_ENOENT);
 }
 
+static void kill_own_group(int sig) {
+        (void) sig;
+        (void) kill(0, SIGKILL);
+}
+
 /* The clone prebind waits for. An exec would make it an ordinary child
  * again (execve(2) resets the exit signal to SIGCHLD), so it does not
  * exec: it forks the shell, waits for it and exits with its status. */
@@ -58,9 +63,18 @@ static _Noreturn void run_probe(const struct exec_probe *p, pid_t parent, int ou
         pid_t shell;
         int status, code;
 
+        struct sigaction take_group_down = { .sa_handler = kill_own_group };
+        sigset_t term;
+
         (void) setpgid(0, 0);
-        /* Never outlive prebind, even if it is killed with SIGKILL. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+        /* Never outlive prebind, even if it is killed with SIGKILL: the
+         * kernel then sends this process SIGTERM, and the handler takes
+         * the whole probe down, this process group (the shell and what it
+         * started: a shell does not always exec its last command). */
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        if (sigaction(SIGTERM, &take_group_down, NULL) < 0 || sigprocmask(SIG_UNBLOCK, &term, NULL) < 0 ||
+            prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
                 _exit(EXIT_PREBIND_FAILED);
         /* Hold nothing of prebind's (sockets, pipes): only the output, as
          * fd 3, and the pipe for the status, as fd 4. */

@@ -288,7 +288,7 @@ def test_error_shows_the_end_of_a_long_output():
         Server(command, ready=TIMEOUT).start()
     assert e.value.status == 4
     assert e.value.output.splitlines()[-2:] == [
-        "the last line", "prebind: '%s' exited before it was ready, with status 4" % PYTHON]
+        "the last line", "prebind: '%s' exited before it was ready, with status 4: did not send READY=1" % PYTHON]
     assert len(e.value.output) <= 64 * 1024
     assert " more characters)\n    | the last line" in str(e.value)  # long lines shortened
 
