@@ -533,10 +533,11 @@ void probes_stop(struct probes *p) {
 }
 
 void probes_command_exited(struct probes *p) {
-        struct relay *relays[] = { &p->out, &p->err };
-
         if (!p || !p->log)
                 return;
+
+        struct relay *relays[] = { &p->out, &p->err };
+
         for (size_t i = 0; i < 2; i++) {
                 uint64_t before = relays[i]->dropped;
 
