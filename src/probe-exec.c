@@ -11,6 +11,7 @@
 
 #include "exitcode.h"
 #include "probe-exec.h"
+#include "process.h"
 
 void exec_probe_init(struct exec_probe *p, const char *command, char *const *envp) {
         *p = (struct exec_probe) { .command = command, .envp = envp, .done_fd = -1, .output_fd = -1, .status = -1 };
@@ -96,7 +97,7 @@ static _Noreturn void run_probe(const struct exec_probe *p, pid_t parent, int ou
         while (waitpid(shell, &status, 0) < 0)
                 if (errno != EINTR)
                         _exit(EXIT_PREBIND_FAILED);
-        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        code = exit_status_of(status);
         (void) !write(4, &code, sizeof code);
         _exit(0);
 }
