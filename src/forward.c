@@ -275,6 +275,7 @@ static int conn_open(struct conn *c) {
         size_t size = c->f->p.pipe_size;
 
         c->state = CONN_OPEN;
+        c->f->wait_delay_usec = WAIT_DELAY_FIRST_USEC;  /* the server listens: waiting starts over */
         for (int d = 0; d < 2; d++) {
                 int sz;
 
@@ -320,13 +321,16 @@ static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *us
                 c->attempt = 0;
                 conn_connect_next(c);
         }
+        /* The delay grows until a connection inside succeeds (conn_open),
+         * not until this round's tries end: a refusal may come after the
+         * round (connect() in progress), and must not start over at the
+         * first delay. */
+        f->wait_delay_usec = f->wait_delay_usec * 2 > WAIT_DELAY_MAX_USEC ? WAIT_DELAY_MAX_USEC : f->wait_delay_usec * 2;
         if (f->n_waiting == 0) {
                 loop_remove(l, fd);
                 timer_stop(&f->wait_timer_fd);
-                f->wait_delay_usec = WAIT_DELAY_FIRST_USEC;
                 return 0;
         }
-        f->wait_delay_usec = f->wait_delay_usec * 2 > WAIT_DELAY_MAX_USEC ? WAIT_DELAY_MAX_USEC : f->wait_delay_usec * 2;
         return timer_start(&f->wait_timer_fd, f->wait_delay_usec);
 }
 
@@ -341,7 +345,6 @@ static void conn_wait(struct conn *c) {
         f->n_waiting++;
         if (f->wait_timer_fd >= 0)
                 return;
-        f->wait_delay_usec = WAIT_DELAY_FIRST_USEC;
         if (timer_start(&f->wait_timer_fd, f->wait_delay_usec) < 0 ||
             loop_add(f->loop, f->wait_timer_fd, EPOLLIN, wait_timer_handler, f) < 0) {
                 timer_stop(&f->wait_timer_fd);
@@ -535,7 +538,8 @@ int forwarder_new(struct loop *l, const struct forward_params *params, struct fo
         f = calloc(1, sizeof *f);
         if (!f)
                 return -ENOMEM;
-        *f = (struct forwarder) { .loop = l, .p = *params, .retry_timer_fd = -1, .wait_timer_fd = -1 };
+        *f = (struct forwarder) { .loop = l, .p = *params, .retry_timer_fd = -1, .wait_timer_fd = -1,
+                                  .wait_delay_usec = WAIT_DELAY_FIRST_USEC };
         *ret = f;
         return 0;
 }
