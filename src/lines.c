@@ -1,14 +1,66 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compat.h"
 #include "lines.h"
 
-int line_regex_compile(regex_t *re, const char *pattern, char *error, size_t size) {
-        int r = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
+/* The end of the bracket expression that starts at p ('['): the ']' that
+ * closes it, or NULL. A ']' first (after an optional '^') is a member,
+ * and [:class:], [=equiv=] and [.coll.] hold brackets of their own. */
+static const char *bracket_end(const char *p) {
+        p++;
+        if (*p == '^')
+                p++;
+        if (*p == ']')
+                p++;
+        for (; *p && *p != ']'; p++)
+                if (p[0] == '[' && (p[1] == ':' || p[1] == '=' || p[1] == '.')) {
+                        const char *close = p + 2;
 
+                        while (*close && !(close[0] == p[1] && close[1] == ']'))
+                                close++;
+                        if (!*close)
+                                return NULL;
+                        p = close + 1;
+                }
+        return *p ? p : NULL;
+}
+
+/* Whether the pattern holds a back-reference (\1 to \9) outside a bracket
+ * expression. glibc takes them in an ERE (POSIX does not define them) and
+ * matches them by backtracking, in time exponential in the line's length:
+ * one long line would stop prebind, and with it the supervision. */
+bool line_regex_has_back_reference(const char *pattern) {
+        for (const char *p = pattern; *p; p++) {
+                if (*p == '\\') {
+                        if (p[1] >= '1' && p[1] <= '9')
+                                return true;
+                        if (!p[1])
+                                break;
+                        p++;
+                } else if (*p == '[') {
+                        const char *end = bracket_end(p);
+
+                        if (!end)
+                                break;  /* regcomp() says what is wrong */
+                        p = end;
+                }
+        }
+        return false;
+}
+
+int line_regex_compile(regex_t *re, const char *pattern, char *error, size_t size) {
+        int r;
+
+        if (line_regex_has_back_reference(pattern)) {
+                if (error && size > 0)
+                        snprintf(error, size, "back-references (\\1 to \\9) are not supported");
+                return -EINVAL;
+        }
+        r = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
         if (r == 0)
                 return 0;
         if (error && size > 0)

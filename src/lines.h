@@ -25,8 +25,10 @@ struct line_tail {
 };
 
 /* Compile an ERE (REG_EXTENDED | REG_NOSUB). Returns 0, or -EINVAL with
- * regerror()'s text in error (size bytes). */
+ * regerror()'s text in error (size bytes). Back-references are refused
+ * (-EINVAL): they are glibc's, not POSIX's, and take exponential time. */
 int line_regex_compile(regex_t *re, const char *pattern, char *error, size_t size);
+bool line_regex_has_back_reference(const char *pattern);
 
 /* One stream's partial line, matched against a shared regex and kept in
  * a shared tail (stdout and stderr each have a matcher; lines do not mix

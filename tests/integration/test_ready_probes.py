@@ -311,6 +311,7 @@ def test_each_new_command_is_waited_for_again(start, tmp_path, condition):
 @pytest.mark.parametrize("args,message", [
     (["--ready-log=("], "prebind: --ready-log: '(': "),
     (["--ready-log=a{2,1}"], "prebind: --ready-log: 'a{2,1}': "),
+    (["--ready-log=(x+)\\1$"], "prebind: --ready-log: '(x+)\\1$': back-references (\\1 to \\9) are not supported"),
     (["-l", "/tmp/prebind-ready-unix-only.sock", "--ready-http"], "prebind: --ready-http needs a TCP socket"),
     (["-l", "udp:0", "--ready-http"], "prebind: --ready-http needs a TCP socket"),
     (["--ready-http=healthz"], "prebind: --ready-http: 'healthz': expected a path from '/'"),

@@ -172,6 +172,44 @@ START_TEST(test_bad_pattern) {
 }
 END_TEST
 
+static const struct {
+        const char *pattern;
+        bool back_reference;
+} back_references[] = {
+        { "(a)\\1", true },
+        { "\\9", true },
+        { "x(.*)y\\1$", true },
+        { "\\\\1", false },           /* an escaped backslash, then '1' */
+        { "\\\\\\1", true },
+        { "\\0", false },
+        { "a\\.b", false },
+        { "[\\1]", false },           /* a bracket: backslash and '1' */
+        { "[]\\1]", false },          /* ']' first is a member */
+        { "[^]\\1]x", false },
+        { "[]\\1]\\1", true },
+        { "[[:digit:]\\1]", false },
+        { "[[:digit:]]\\1", true },
+        { "[[.].]\\1]", false },       /* a collating element holds a ']' */
+        { "[[=a=]]\\2", true },
+        { "[a\\1", false },           /* unclosed: regcomp()'s to refuse */
+        { "ready", false },
+        { "", false },
+        { "\\", false },
+};
+
+START_TEST(test_back_reference) {
+        char error[128] = "";
+        regex_t refused;
+
+        ck_assert_msg(line_regex_has_back_reference(back_references[_i].pattern) == back_references[_i].back_reference,
+                      "'%s'", back_references[_i].pattern);
+        if (back_references[_i].back_reference) {
+                ck_assert_int_eq(line_regex_compile(&refused, back_references[_i].pattern, error, sizeof error), -EINVAL);
+                ck_assert_str_eq(error, "back-references (\\1 to \\9) are not supported");
+        }
+}
+END_TEST
+
 /* ---- the tail -------------------------------------------------------------- */
 
 START_TEST(test_tail) {
@@ -247,6 +285,7 @@ static Suite *lines_suite(void) {
         tcase_add_test(tc, test_long_line);
         tcase_add_test(tc, test_reset);
         tcase_add_loop_test(tc, test_bad_pattern, 0, ARRAY_SIZE(bad_patterns));
+        tcase_add_loop_test(tc, test_back_reference, 0, ARRAY_SIZE(back_references));
         suite_add_tcase(s, tc);
 
         tc = tcase_create("tail");
