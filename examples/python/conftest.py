@@ -192,8 +192,12 @@ def uvicorn_command():
 
 
 def gunicorn_command():
+    # --graceful-timeout 5: a worker that gets the master's SIGTERM while
+    # it still boots (before it has its own handlers) ignores it, and the
+    # master waits its graceful timeout (30 s by default, more than
+    # TIMEOUT) before it kills the worker; seen on a loaded machine.
     return [PYTHON, "-m", "gunicorn", "--chdir", HERE, "--workers", "2",
-            "--log-level", "warning", "app_wsgi:app"]
+            "--graceful-timeout", "5", "--log-level", "warning", "app_wsgi:app"]
 
 
 @pytest.fixture
