@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "broker.h"
 #include "intercept/match.h"
 #include "intercept/protocol.h"
@@ -59,22 +59,23 @@ static int open_listener(struct broker *b) {
                 struct sockaddr sa;
                 struct sockaddr_un un;
         } addr = { .un = { .sun_family = AF_UNIX } };
-        uint64_t nonce[2];
+        char name[sizeof addr.un.sun_path];
         int n;
 
-        /* The name is unguessable, but that is not the check: claims are
-         * answered only for COMMAND and its descendants (SO_PEERCRED). */
-        if (getrandom(nonce, sizeof nonce, 0) != (ssize_t) sizeof nonce)
-                return -errno;
-        n = snprintf(addr.un.sun_path + 1, sizeof addr.un.sun_path - 1, "prebind/broker/%d/%016llx%016llx",
-                     (int) getpid(), (unsigned long long) nonce[0], (unsigned long long) nonce[1]);
+        /* Claims are answered only for COMMAND and its descendants
+         * (SO_PEERCRED), whoever finds the name. */
+        n = abstract_socket_name(name, sizeof name, "broker");
+        if (n < 0)
+                return n;
+        memcpy(addr.un.sun_path, name, (size_t) n);
+        addr.un.sun_path[0] = '\0';    /* the '@' */
         b->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (b->listen_fd < 0)
                 return -errno;
-        if (bind(b->listen_fd, &addr.sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + (size_t) n)) < 0 ||
+        if (bind(b->listen_fd, &addr.sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + (size_t) n)) < 0 ||
             listen(b->listen_fd, SOMAXCONN) < 0)
                 return -errno;
-        snprintf(b->env_address, sizeof b->env_address, "%s=@%s", INTERCEPT_ENV_BROKER, addr.un.sun_path + 1);
+        snprintf(b->env_address, sizeof b->env_address, "%s=%s", INTERCEPT_ENV_BROKER, name);
         return 0;
 }
 

@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -16,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fd.h"
 #include "netns.h"
+#include "signals.h"
 
 /* What the keeper says once it is set up, and what it answers per socket. */
 struct keeper_report {
@@ -140,28 +141,6 @@ static int loopback_up(void) {
         return r;
 }
 
-/* Close every fd but keep. close_range(2) where the kernel (or valgrind)
- * has it, else one by one from /proc/self/fd. */
-static void close_all_but(int keep) {
-        DIR *d;
-        struct dirent *de;
-
-        if ((keep == 0 || syscall(SYS_close_range, 0U, (unsigned) keep - 1, 0U) == 0) &&
-            syscall(SYS_close_range, (unsigned) keep + 1, ~0U, 0U) == 0)
-                return;
-        d = opendir("/proc/self/fd");
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
-                char *end;
-                long fd = strtol(de->d_name, &end, 10);
-
-                if (end != de->d_name && *end == '\0' && fd != keep && fd != dirfd(d))
-                        close((int) fd);
-        }
-        closedir(d);
-}
-
 static void keeper_fail(int sock, enum netns_step step, int r) {
         struct keeper_report report = { .err = -r, .step = step };
 
@@ -172,22 +151,22 @@ static void keeper_fail(int sock, enum netns_step step, int r) {
 /* The keeper: set up, report, then make sockets until prebind hangs up. */
 static void __attribute__((noreturn)) keeper_main(int sock, pid_t parent) {
         struct keeper_report report = { 0 };
-        sigset_t none;
         int fds[2], n_fds = 1, r;
         uid_t uid = geteuid();
         gid_t gid = getegid();
 
         /* prebind blocks every signal (it reads them from a signalfd): the
          * keeper takes the defaults, and dies with prebind. */
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        signals_reset(true);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
                 _exit(1);
         /* Nothing of prebind's stays open here: not its sockets (clients
          * would not see them close), not its stdout (a reader would wait
          * for the keeper's exit to see EOF), and above all not prebind's
          * end of the control socket (the keeper would never see EOF). */
-        close_all_but(sock);
+        if (sock > 0)
+                (void) fd_range(0, (unsigned) sock - 1, FD_CLOSE);
+        (void) fd_range((unsigned) sock + 1, ~0U, FD_CLOSE);
 
         /* Root makes a network namespace only. Without CAP_SYS_ADMIN (not
          * root, or root in a container), a user namespace as well, which

@@ -4,11 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "notify.h"
 #include "parse.h"
 #include "sd.h"
@@ -71,17 +71,14 @@ void notify_message_parse(const char *buf, size_t len, struct notify_message *re
 int notify_socket_open(struct notify_socket *ret) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct notify_socket s = { .fd = -1 };
-        uint64_t nonce = 0;
         socklen_t len;
         int one = 1, r;
 
-        /* Abstract, so nothing is left on disk; the name is unguessable
-         * only as a courtesy: what protects READY=1 is the sender check
-         * on SCM_CREDENTIALS, which the kernel fills in. */
-        if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) < 0)
-                nonce = (uint64_t) getpid() * 2654435761u;
-        snprintf(s.address, sizeof s.address, "@prebind/notify/%d/%016llx", (int) getpid(),
-                 (unsigned long long) nonce);
+        /* What protects READY=1 is the sender check on SCM_CREDENTIALS,
+         * which the kernel fills in, not the name. */
+        r = abstract_socket_name(s.address, sizeof s.address, "notify");
+        if (r < 0)
+                return r;
         s.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (s.fd < 0)
                 return -errno;

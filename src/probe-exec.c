@@ -12,6 +12,7 @@
 #include "exitcode.h"
 #include "probe-exec.h"
 #include "process.h"
+#include "signals.h"
 
 void exec_probe_init(struct exec_probe *p, const char *command, char *const *envp) {
         *p = (struct exec_probe) { .command = command, .envp = envp, .done_fd = -1, .output_fd = -1, .status = -1 };
@@ -36,14 +37,9 @@ void keep_tail(char *buf, size_t *len, size_t size, const char *text, size_t n) 
 /* In the clone, before exec: only system calls. */
 static _Noreturn void exec_shell(const struct exec_probe *p, int output) {
         char *argv[] = { (char *) "sh", (char *) "-c", (char *) p->command, NULL };
-        sigset_t none;
         int null;
 
-        for (int sig = 1; sig < NSIG; sig++)
-                if (sig != SIGKILL && sig != SIGSTOP)
-                        signal(sig, SIG_DFL);
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        signals_reset(false);
         null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(output, STDOUT_FILENO) < 0 ||
             dup2(output, STDERR_FILENO) < 0)

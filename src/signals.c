@@ -57,3 +57,13 @@ void signals_drain(int signal_fd, bool command_has_own_group, signal_handler han
         while (read(signal_fd, &si, sizeof si) == sizeof si)
                 handler(&si, signal_classify(&si, command_has_own_group), userdata);
 }
+
+void signals_reset(bool dispositions_are_default) {
+        sigset_t none;
+
+        for (int sig = 1; sig < NSIG && !dispositions_are_default; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        signal(sig, SIG_DFL);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+}

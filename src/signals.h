@@ -30,3 +30,9 @@ int signals_block_all(void);
  * verdict, to handler. */
 typedef void (*signal_handler)(const struct signalfd_siginfo *si, struct signal_verdict verdict, void *userdata);
 void signals_drain(int signal_fd, bool command_has_own_group, signal_handler handler, void *userdata);
+
+/* Before exec, in the child (system calls only): dispositions set to
+ * SIG_IGN and the blocked mask survive exec, so the program gets the
+ * defaults, whatever prebind inherited or set. dispositions_are_default:
+ * only the mask is left to clear (signals_block_all() ran). */
+void signals_reset(bool dispositions_are_default);

@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -9,50 +8,18 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <sys/syscall.h>
 
 #include "compat.h"
 #include "exitcode.h"
+#include "fd.h"
 #include "netns.h"
-#include "parse.h"
+#include "signals.h"
 #include "spawn.h"
 
 extern char **environ;
 
 int exec_error_to_status(int err) {
         return err == ENOENT ? EXIT_ENOENT : EXIT_CANNOT_INVOKE;
-}
-
-/* Signal dispositions set to SIG_IGN and the blocked mask survive exec:
- * COMMAND gets the defaults, whatever prebind inherited or set. */
-static void reset_signals(bool dispositions_are_default) {
-        sigset_t none;
-
-        for (int sig = 1; sig < NSIG && !dispositions_are_default; sig++)
-                if (sig != SIGKILL && sig != SIGSTOP)
-                        signal(sig, SIG_DFL);
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
-static int mark_cloexec_from(int first) {
-        DIR *d;
-        struct dirent *de;
-
-        if (syscall(SYS_close_range, (unsigned) first, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
-                return 0;
-        /* Kernels before 5.11: walk /proc/self/fd. */
-        d = opendir("/proc/self/fd");
-        if (!d)
-                return -errno;
-        while ((de = readdir(d))) {
-                unsigned long fd;
-
-                if (parse_uint(de->d_name, (unsigned long) first, INT32_MAX, &fd) == 0 && (int) fd != dirfd(d))
-                        fcntl((int) fd, F_SETFD, FD_CLOEXEC);
-        }
-        closedir(d);
-        return 0;
 }
 
 /* Put the sockets at 3, 4, … (or on stdin, and stdout, for inetd) without
@@ -89,7 +56,7 @@ static int layout_fds(const struct bound_socket *sockets, size_t n, enum socket_
                 close(moved[i]);
         if (moved != moved_few)
                 free(moved);
-        return mark_cloexec_from(top);
+        return fd_range((unsigned) top, ~0U, FD_SET_CLOEXEC);
 
 fail:
         /* F_DUPFD says EINVAL when top is at RLIMIT_NOFILE already: that
@@ -108,7 +75,7 @@ fail:
 static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_keep) {
         int r;
 
-        reset_signals(plan->dispositions_are_default);
+        signals_reset(plan->dispositions_are_default);
         child_env_set_pid(plan->env, getpid());
         r = layout_fds(plan->sockets, plan->n_sockets, plan->passing, keep, n_keep);
         if (r < 0)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* signal_classify(): the forwarding rule shared by the supervisor and
- * --accept. */
+ * --accept; signals_reset(): what every child gets before exec. */
 #include <check.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -80,6 +81,46 @@ START_TEST(test_realtime_and_faults_sent_by_kill_are_forwarded) {
 }
 END_TEST
 
+/* In a child: SIGUSR1 blocked, SIGUSR2 and SIGRTMIN+1 ignored, then
+ * signals_reset(); exits 0 if the result is right. */
+static void reset_child(bool dispositions_are_default) {
+        struct sigaction old;
+        sigset_t set, now;
+
+        sigemptyset(&set);
+        sigaddset(&set, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        signal(SIGUSR2, SIG_IGN);
+        signal(SIGRTMIN + 1, SIG_IGN);
+        signals_reset(dispositions_are_default);
+        sigprocmask(SIG_SETMASK, NULL, &now);
+        if (sigismember(&now, SIGUSR1))
+                exit(10);
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sigismember(&now, sig))
+                        exit(11);
+        sigaction(SIGUSR2, NULL, &old);
+        if ((old.sa_handler == SIG_IGN) != dispositions_are_default)
+                exit(12);
+        sigaction(SIGRTMIN + 1, NULL, &old);
+        if ((old.sa_handler == SIG_IGN) != dispositions_are_default)
+                exit(13);
+        exit(0);
+}
+
+START_TEST(test_reset_before_exec) {
+        bool dispositions_are_default = _i;
+        pid_t pid = unit_fork();
+        int status;
+
+        if (pid == 0)
+                reset_child(dispositions_are_default);
+        status = unit_wait_bounded(pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "dispositions_are_default=%d: status %#x",
+                      dispositions_are_default, status);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("signals");
         TCase *tc = tcase_create("classify");
@@ -90,6 +131,10 @@ int main(void) {
         tcase_add_test(tc, test_shutdown_signals);
         tcase_add_test(tc, test_terminal_stops_stop_prebind_too);
         tcase_add_test(tc, test_realtime_and_faults_sent_by_kill_are_forwarded);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("reset");
+        /* 0: every disposition back to the default; 1: only the mask. */
+        tcase_add_loop_test(tc, test_reset_before_exec, 0, 2);
         suite_add_tcase(s, tc);
         return unit_run(s);
 }

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/* fd_range(): closing, or marking close-on-exec, every fd of a range, as
+ * the children prebind starts do before exec. Each case runs in a forked
+ * child, which may close what it likes. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "fd.h"
+#include "unit.h"
+
+/* A few fds above 2, one of them far up (the range must not stop at the
+ * first gap): fds[0..3]. */
+static void open_some(int fds[4]) {
+        for (int i = 0; i < 3; i++)
+                fds[i] = open("/dev/null", O_RDONLY);
+        fds[3] = fcntl(fds[0], F_DUPFD, 200);
+}
+
+static bool is_open(int fd) {
+        return fcntl(fd, F_GETFD) >= 0;
+}
+
+static bool is_cloexec(int fd) {
+        int flags = fcntl(fd, F_GETFD);
+        return flags >= 0 && (flags & FD_CLOEXEC);
+}
+
+static void child_close_above_keep(void) {
+        int fds[4];
+
+        open_some(fds);
+        if (fd_range((unsigned) fds[1] + 1, ~0U, FD_CLOSE) < 0)
+                exit(10);
+        if (!is_open(0) || !is_open(fds[0]) || !is_open(fds[1]))
+                exit(11);       /* below the range: untouched */
+        if (is_open(fds[2]) || is_open(fds[3]))
+                exit(12);
+        exit(0);
+}
+
+static void child_close_all_but_one(void) {
+        int fds[4];
+
+        open_some(fds);
+        /* As the --netns keeper keeps its control socket only. */
+        if (fd_range(0, (unsigned) fds[1] - 1, FD_CLOSE) < 0 || fd_range((unsigned) fds[1] + 1, ~0U, FD_CLOSE) < 0)
+                _exit(10);
+        if (!is_open(fds[1]))
+                _exit(11);
+        for (int fd = 0; fd < 256; fd++)
+                if (fd != fds[1] && is_open(fd))
+                        _exit(12);
+        _exit(0);       /* stdio is gone: no exit() */
+}
+
+static void child_cloexec(void) {
+        int fds[4];
+
+        open_some(fds);
+        if (fd_range((unsigned) fds[1], ~0U, FD_SET_CLOEXEC) < 0)
+                exit(10);
+        if (is_cloexec(fds[0]))
+                exit(11);
+        if (!is_cloexec(fds[1]) || !is_cloexec(fds[2]) || !is_cloexec(fds[3]))
+                exit(12);
+        if (!is_open(fds[1]) || !is_open(fds[3]))
+                exit(13);       /* marked, not closed */
+        exit(0);
+}
+
+static void child_empty_range(void) {
+        int fds[4];
+
+        open_some(fds);
+        if (fd_range((unsigned) fds[1], (unsigned) fds[0], FD_CLOSE) != 0)
+                exit(10);
+        if (!is_open(fds[0]) || !is_open(fds[1]))
+                exit(11);
+        exit(0);
+}
+
+static void (*const children[])(void) = {
+        child_close_above_keep,
+        child_close_all_but_one,
+        child_cloexec,
+        child_empty_range,
+};
+
+START_TEST(test_fd_range) {
+        pid_t pid = unit_fork();
+        int status;
+
+        if (pid == 0)
+                children[_i]();
+        status = unit_wait_bounded(pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "case %d: status %#x", _i, status);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("fd");
+        TCase *tc = tcase_create("range");
+
+        tcase_add_loop_test(tc, test_fd_range, 0, ARRAY_SIZE(children));
+        suite_add_tcase(s, tc);
+        return unit_run(s);
+}
