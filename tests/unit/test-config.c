@@ -18,7 +18,6 @@
 #include "version.h"
 #include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ARGV(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
 /* ---- harness ------------------------------------------------------------- */

@@ -11,7 +11,6 @@
 #include "spawn.h"
 #include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 /* A NULL-terminated string vector from literals, as the API takes it. */
 #define STRV(...) ((char *const *) (const char *const[]){ __VA_ARGS__, NULL })
 

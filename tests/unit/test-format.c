@@ -16,7 +16,6 @@
 #include "socket.h"
 #include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static struct bound_socket sock_in(const char *host, int port, int type, const char *name) {
         struct bound_socket s;

@@ -30,8 +30,8 @@
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "preload.h"
+#include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- the PREBIND_INTERCEPT list ---------------------------------------- */
 

@@ -11,7 +11,6 @@
 #include "lifecycle.h"
 #include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* How the next state of one pair is found. */
 enum expect_kind {

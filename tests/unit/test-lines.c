@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "lines.h"
+#include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static regex_t re;
 static struct line_tail tail;

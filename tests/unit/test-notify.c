@@ -20,7 +20,6 @@
 #include "notify.h"
 #include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- harness ------------------------------------------------------------- */
 

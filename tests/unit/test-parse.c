@@ -10,7 +10,6 @@
 #include "parse.h"
 #include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- parse_uint ---------------------------------------------------------- */
 

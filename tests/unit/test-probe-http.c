@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "probe-http.h"
+#include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The parser on exactly len bytes of text, in a buffer of that size. */
 static int parse(const char *text, size_t len, int *status) {

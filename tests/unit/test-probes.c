@@ -9,8 +9,8 @@
 #include "parse.h"
 #include "probe-exec.h"
 #include "probes.h"
+#include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MS 1000ULL
 
 START_TEST(test_attempt_timeout) {

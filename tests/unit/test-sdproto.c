@@ -25,7 +25,6 @@
 #include "sdproto.h"
 #include "unit.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static void names_free(char **names) {
         for (size_t i = 0; names && names[i]; i++)

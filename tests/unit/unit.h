@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 /* Run every test of s and return main()'s exit status. Each test runs in
  * check's own forked process, except under .ci/analyze's valgrind step
  * (CK_FORK=no): a test then restores what it changed in the process
