@@ -45,7 +45,8 @@ static void open_output(struct relay *r) {
 int relay_open(struct relay *r, int target_fd, struct line_matcher *lines) {
         int fds[2];
 
-        *r = (struct relay) { .target_fd = target_fd, .in_fd = -1, .child_fd = -1, .out_fd = -1, .lines = lines };
+        *r = (struct relay) { .target_fd = target_fd, .in_fd = -1, .child_fd = -1, .out_fd = -1, .nap_fd = -1,
+                              .lines = lines };
         r->buffer = malloc(RELAY_BUFFER);
         if (!r->buffer)
                 return -ENOMEM;
@@ -174,6 +175,35 @@ static ssize_t splice_once(struct relay *r) {
         return 1;
 }
 
+static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdata);
+
+static int nap_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct relay *r = userdata;
+
+        loop_remove(l, fd);
+        timer_stop(&r->nap_fd);
+        if (loop_add(l, r->in_fd, EPOLLIN, relay_handler, r) < 0) {
+                relay_drain(r);
+                return 0;
+        }
+        return relay_handler(l, r->in_fd, EPOLLIN, r);
+}
+
+/* Take in_fd off the loop for RELAY_NAP_USEC. Returns 0; -EAGAIN when
+ * there is no timer (in_fd is watched as before); or another -errno when
+ * in_fd could not be watched again either. */
+static int nap(struct relay *r) {
+        int k;
+
+        loop_remove(r->loop, r->in_fd);
+        if (timer_start(&r->nap_fd, RELAY_NAP_USEC) == 0 &&
+            loop_add(r->loop, r->nap_fd, EPOLLIN, nap_handler, r) == 0)
+                return 0;
+        timer_stop(&r->nap_fd);
+        k = loop_add(r->loop, r->in_fd, EPOLLIN, relay_handler, r);
+        return k < 0 ? k : -EAGAIN;
+}
+
 static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct relay *r = userdata;
         bool fed = false;
@@ -182,9 +212,25 @@ static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdat
                 r->out_full = false;
         if (fd == r->in_fd && !r->watching_out && r->can_splice && !r->out_gone &&
             !(r->lines && r->lines_wanted) && r->start == r->end) {
-                if (splice_once(r) == 0) {
+                uint64_t before = r->relayed;
+                ssize_t k;
+
+                /* All there is, until the pipe is empty or the output full. */
+                while ((k = splice_once(r)) > 0 && r->can_splice && !r->out_gone)
+                        ;
+                if (k == 0) {
                         loop_remove(l, r->in_fd);
                         return 0;
+                }
+                /* A little moved: more is on its way, let it gather. */
+                if (r->relayed > before && r->relayed - before < RELAY_BATCH && !r->out_full && r->can_splice) {
+                        k = nap(r);
+                        if (k == 0)
+                                return 0;
+                        if (k != -EAGAIN) {
+                                relay_drain(r);
+                                return 0;
+                        }
                 }
                 if (watch(r) < 0)
                         relay_drain(r);
@@ -234,6 +280,9 @@ void relay_want_lines(struct relay *r, bool want) {
 void relay_detach(struct relay *r) {
         if (!r->loop)
                 return;
+        if (r->nap_fd >= 0)
+                loop_remove(r->loop, r->nap_fd);
+        timer_stop(&r->nap_fd);
         loop_remove(r->loop, r->in_fd);
         if (r->watching_out)
                 loop_remove(r->loop, r->out_fd);
@@ -283,5 +332,5 @@ void relay_close(struct relay *r) {
         if (r->out_owned)
                 close(r->out_fd);
         free(r->buffer);
-        *r = (struct relay) { .in_fd = -1, .child_fd = -1, .out_fd = -1 };
+        *r = (struct relay) { .in_fd = -1, .child_fd = -1, .out_fd = -1, .nap_fd = -1 };
 }

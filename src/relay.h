@@ -23,8 +23,14 @@
  * If the reader of prebind's output goes away (EPIPE), what COMMAND
  * writes is still read and matched, and dropped. Once no line is wanted
  * (COMMAND is ready), bytes move from pipe to pipe (or file) by splice(2),
- * without a copy through prebind. */
+ * without a copy through prebind; and a wake-up that moved a little (less
+ * than RELAY_BATCH) is followed by a nap of RELAY_NAP_USEC before the pipe
+ * is read again, so that a steady stream moves in batches instead of one
+ * wake-up of prebind per write of COMMAND (the first bytes after a quiet
+ * spell still go at once). */
 #define RELAY_BUFFER (128 * 1024)
+#define RELAY_BATCH (256 * 1024)
+#define RELAY_NAP_USEC 1000
 
 struct relay {
         int target_fd;          /* prebind's fd: 1 or 2 */
@@ -39,6 +45,7 @@ struct relay {
         bool out_full;          /* splice said EAGAIN with bytes waiting: wait for out_fd */
         struct loop *loop;      /* while attached */
         bool watching_out;      /* out_fd is on the loop for EPOLLOUT */
+        int nap_fd;             /* a timer while the relay naps (in_fd is off the loop); -1 */
         struct line_matcher *lines;     /* NULL: bytes only */
         bool lines_wanted;      /* feed lines (while readiness waits) */
         void (*on_lines)(void *userdata);       /* after lines were fed */

@@ -130,6 +130,30 @@ def test_megabytes_relayed_byte_for_byte_while_the_regex_waits(start):
     assert p.stop() == 128 + signal.SIGTERM
 
 
+# Once ready, the relay splices, and naps a millisecond after a wake-up
+# that moved little (so that a steady stream moves in batches): uneven
+# writes on both streams, all after the ready line; then COMMAND exits
+# while the relay may be napping. Every byte arrives, in order.
+UNEVEN_AFTER_READY = ("import hashlib, os, sys, time\n"
+                      "os.write(1, b'READY\\n')\n"
+                      "out = hashlib.shake_256(b'out').digest(4 << 20)\n"
+                      "err = hashlib.shake_256(b'err').digest(1 << 20)\n"
+                      "o = e = 0; k = 1\n"
+                      "while o < len(out) or e < len(err):\n"
+                      "    n = (k * 7919) % 100000 + 1; k += 1\n"
+                      "    if k % 50 == 0: time.sleep(0.002)\n"
+                      "    if o < len(out): o += os.write(1, out[o:o + n])\n"
+                      "    if e < len(err): e += os.write(2, err[e:e + n // 3 + 1])\n")
+
+
+def test_megabytes_relayed_byte_for_byte_once_ready():
+    out = subprocess.run([PREBIND, "-q", "--ready-log=^READY$", "--", PYTHON, "-c", UNEVEN_AFTER_READY],
+                         capture_output=True, timeout=90)
+    assert out.returncode == 0, out.stderr[-300:]
+    assert hashlib.sha256(out.stdout).hexdigest() == hashlib.sha256(b"READY\n" + data(b"out", 4 << 20)).hexdigest()
+    assert hashlib.sha256(out.stderr).hexdigest() == hashlib.sha256(data(b"err", 1 << 20)).hexdigest()
+
+
 def test_nothing_is_lost_when_command_exits(tmp_path):
     out_data, err_data = data(b"o", 3 << 20), data(b"e", 1 << 20)
     script = ("import hashlib, os, sys\n"
