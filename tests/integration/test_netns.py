@@ -112,9 +112,9 @@ def children(pid):
         return []
 
 
-# 64 MiB each way, at once: a few seconds on a loaded 2-core machine (the
-# client hashes in Python). bench/run moves 1 GiB.
-BULK = 64 << 20
+# 1 GiB each way, at once, as the issue asks: ten seconds or so on two
+# cores (both ends hash; the client in Python).
+BULK = 1 << 30
 
 
 def test_bulk_both_ways_at_once_with_checksums(start, go_server):
