@@ -100,16 +100,14 @@ elif os.path.basename(PREBIND) != "prebind":
     PREBIND = _alias(PREBIND_REAL)
 
 
-_public_prebind = None
+_public_copies = {}
 
 
-def public_prebind():
-    """A copy of the binary that any user can run: the checkout (and the
-    build) may sit where other users cannot reach, such as root's home
-    (0700), and some tests run prebind as nobody. Not wrapped: the
-    PREBIND_WRAPPER and its logs may be out of nobody's reach too."""
-    global _public_prebind
-    if _public_prebind is None:
+def _public_copy(source, name):
+    """A copy of source that any user can read and run, in a directory of
+    its own under /tmp (removed at exit): the checkout (and the build) may
+    sit where other users cannot reach, such as root's home (0700)."""
+    if name not in _public_copies:
         import atexit
         import shutil
         import tempfile
@@ -117,11 +115,33 @@ def public_prebind():
         directory = tempfile.mkdtemp(prefix="prebind-public-")
         os.chmod(directory, 0o755)
         atexit.register(shutil.rmtree, directory, ignore_errors=True)
-        copy = os.path.join(directory, "prebind")
-        shutil.copy(PREBIND_REAL, copy)
+        copy = os.path.join(directory, name)
+        shutil.copy(source, copy)
         os.chmod(copy, 0o755)
-        _public_prebind = copy
-    return _public_prebind
+        _public_copies[name] = copy
+    return _public_copies[name]
+
+
+def public_prebind():
+    """A copy of the binary for tests that run prebind as nobody. Not
+    wrapped: the PREBIND_WRAPPER and its logs may be out of nobody's reach
+    too."""
+    return _public_copy(PREBIND_REAL, "prebind")
+
+
+def public_interposer_env():
+    """The environment for --intercept when COMMAND runs as another user
+    (PostgreSQL as postgres): the dynamic loader opens the interposer as
+    that user, so the build's copy, which may sit in root's home (0700),
+    is copied where anyone can read it and named by
+    PREBIND_INTERCEPT_LIBRARY. An installed prebind's library is in
+    libdir: nothing to do then."""
+    lib = os.environ.get("PREBIND_INTERCEPT_LIBRARY") or os.path.join(
+        os.path.dirname(os.path.realpath(PREBIND_REAL)), "intercept", "libprebind-intercept.so")
+    env = dict(os.environ)
+    if os.path.exists(lib):
+        env["PREBIND_INTERCEPT_LIBRARY"] = _public_copy(lib, "libprebind-intercept.so")
+    return env
 
 
 class Prebind:

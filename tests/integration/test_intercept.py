@@ -27,14 +27,15 @@ def which(name, *more):
     pytest.skip(f"{name} is not installed (.ci/run installs it)")
 
 
-def start_intercepted(start, tmp_path, args, command, log_name="server.log", timeout=TIMEOUT):
+def start_intercepted(start, tmp_path, args, command, log_name="server.log", timeout=TIMEOUT, **kwargs):
     """prebind --port-file … --intercept… -- command, its output (and
     prebind's) in a log file; returns (Prebind, port, log path) once the
     port is published, i.e. once the server claimed the socket."""
     port_file = tmp_path / (log_name + ".port")
     log = tmp_path / log_name
     with open(log, "wb") as out:
-        p = start([f"--port-file={port_file}"] + args + ["--"] + command, stdout=out, stderr=subprocess.STDOUT)
+        p = start([f"--port-file={port_file}"] + args + ["--"] + command, stdout=out, stderr=subprocess.STDOUT,
+                  **kwargs)
     published = wait_for(lambda: port_file.exists() or p.proc.poll() is not None, timeout=timeout)
     assert published and port_file.exists(), f"not published; exit {p.proc.poll()}; log:\n{log.read_text()}"
     text = port_file.read_text()

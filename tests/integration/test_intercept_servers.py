@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, curl, http_get, server, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, curl, http_get, public_interposer_env, server, wait_for
 from test_intercept import error_lines, needs_root, start_intercepted, which
 from test_restart import command_pid
 
@@ -173,7 +173,7 @@ def test_postgresql_select_1(start, tmp_path, world_readable_dir):
     # configured port, so each instance needs its own directory (-k).
     p, port, log = start_intercepted(start, tmp_path, ["--intercept=5432"],
                                      as_postgres + [postgres, "-D", str(data), "-p", "5432", "-k", str(sockets),
-                                                    "-c", "fsync=off"], timeout=60)
+                                                    "-c", "fsync=off"], timeout=60, env=public_interposer_env())
     out = subprocess.run([psql, "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-At", "-c",
                           "select 1"], capture_output=True, text=True, timeout=TIMEOUT, cwd=base)
     assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr

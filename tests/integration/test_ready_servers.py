@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from conftest import TIMEOUT, wait_for
+from conftest import TIMEOUT, public_interposer_env, wait_for
 from test_ready_probes import published, start_published
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -171,7 +171,8 @@ def test_postgres_on_prebinds_port_through_intercept(start, pg_cluster):
         p, r = start_published(start, ["-q", "--intercept=5432", "--ready-exec=pg_isready -q -h 127.0.0.1 -p {port}",
                                        "--ready-log=database system is ready to accept connections", "--"]
                                + AS_POSTGRES + [f"{PG_BIN}/postgres", "-D", f"{d}/data", "-k", d, "-p", "5432",
-                                                "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+                                                "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+                               env=public_interposer_env())
         port = published(r, timeout=60).strip()
         assert port.isdigit(), p.stderr_text()
         out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "-Atc", "select 6 * 7"],
