@@ -24,8 +24,16 @@ import threading
 import time
 
 
+# Set before the answer to /exit/N: from then on this process accepts no
+# connection (one it accepted would be reset when it exits); the client's
+# next one waits in the shared backlog for the next server (--restart).
+EXITING = threading.Event()
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        if self.path.startswith("/exit/"):
+            EXITING.set()
         body = json.dumps({"name": self.server.socket_name, "token": os.environ.get("TOKEN"),
                            "pid": os.getpid(), "argv": sys.argv[1:], "children": CHILDREN}).encode()
         self.send_response(200)
@@ -53,6 +61,11 @@ CHILDREN = []
 
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
+
+    def get_request(self):
+        if EXITING.is_set():
+            threading.Event().wait()    # until os._exit()
+        return super().get_request()
 
 
 def notify(message):
