@@ -15,6 +15,7 @@
 
 #include "forward.h"
 #include "loop.h"
+#include "unit.h"
 
 START_TEST(test_interest_every_state) {
         /* Every combination of one side's inbound and outbound flows. */
@@ -483,8 +484,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("forward");
         TCase *tc;
-        SRunner *sr;
-        int failed;
 
         tc = tcase_create("state");
         tcase_add_test(tc, test_interest_every_state);
@@ -510,9 +509,5 @@ int main(void) {
         tcase_add_test(tc, test_probe_finds_a_server_on_ipv6_loopback_only);
         suite_add_tcase(s, tc);
 
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return unit_run(s);
 }

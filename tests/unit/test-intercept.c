@@ -695,11 +695,5 @@ static Suite *intercept_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(intercept_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(intercept_suite());
 }

@@ -297,11 +297,5 @@ static Suite *lines_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(lines_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(lines_suite());
 }

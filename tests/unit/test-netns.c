@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "netns.h"
+#include "unit.h"
 
 static char dir[] = "/tmp/prebind-test-netns-XXXXXX";
 
@@ -95,8 +96,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("netns");
         TCase *tc = tcase_create("explain");
-        SRunner *sr;
-        int failed;
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_max_user_namespaces_zero);
@@ -104,9 +103,5 @@ int main(void) {
         tcase_add_test(tc, test_apparmor_restriction_at_any_later_step);
         tcase_add_test(tc, test_without_a_known_cause);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return unit_run(s);
 }

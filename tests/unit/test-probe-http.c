@@ -238,11 +238,5 @@ static Suite *probe_http_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(probe_http_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(probe_http_suite());
 }

@@ -134,11 +134,5 @@ static Suite *probes_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(probes_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_ENV);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(probes_suite());
 }
