@@ -302,7 +302,8 @@ static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *us
         uint64_t now = now_usec();
         struct conn *next;
 
-        timer_drain(fd);
+        if (!timer_expired(fd))
+                return 0;
         for (struct conn *c = f->conns; c; c = next) {
                 next = c->next;
                 if (c->state != CONN_WAITING)
@@ -476,7 +477,8 @@ static int conn_new(struct forwarder *f, int client_fd) {
 static int retry_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct forwarder *f = userdata;
 
-        timer_drain(fd);
+        if (!timer_expired(fd))
+                return 0;
         loop_remove(l, fd);
         timer_stop(&f->retry_timer_fd);
         update_listening(f);
@@ -619,7 +621,8 @@ static void probe_drop_fd(struct port_probe *p) {
 static int probe_timer_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct port_probe *p = userdata;
 
-        timer_drain(fd);
+        if (!timer_expired(fd))
+                return 0;
         probe_attempt(p);
         return 0;
 }

@@ -12,17 +12,27 @@
 struct source {
         loop_handler handler;   /* NULL: no source on this fd */
         void *userdata;
+        uint32_t serial;        /* which loop_add() made this source */
 };
 
-/* Sources are indexed by fd: epoll reports the fd, and a source removed
- * while its event waits in the same batch is then simply not found.
- * Handlers must bear a spurious call (every fd here is non-blocking): a
- * removed fd may be reused by a new source within one batch. */
+/* Sources are indexed by fd, and each event carries the fd and the serial
+ * number of the loop_add() that watched it. One epoll_wait() may return
+ * events for A and B; if A's handler closes B and a new source (a timerfd)
+ * gets B's number, B's event is stale: its serial is not the new source's,
+ * and it is dropped. Without that, the kill timer of --kill-after fired at
+ * once on a stale pidfd event (issue 20). Handlers must still bear a
+ * spurious call (every fd here is non-blocking; level-triggered epoll
+ * reports what is really ready again). */
 struct loop {
         int epoll_fd;
         struct source *sources;
         size_t n_sources;
+        uint32_t next_serial;
 };
+
+static uint64_t event_data(int fd, uint32_t serial) {
+        return (uint64_t) serial << 32 | (uint32_t) fd;
+}
 
 #define USEC_PER_SEC_LOOP 1000000ULL
 
@@ -50,7 +60,8 @@ void loop_free(struct loop *l) {
 }
 
 int loop_add(struct loop *l, int fd, uint32_t events, loop_handler handler, void *userdata) {
-        struct epoll_event ev = { .events = events, .data.fd = fd };
+        struct epoll_event ev = { .events = events };
+        uint32_t serial;
 
         if (fd < 0 || !handler)
                 return -EINVAL;
@@ -66,17 +77,20 @@ int loop_add(struct loop *l, int fd, uint32_t events, loop_handler handler, void
         }
         if (l->sources[fd].handler)
                 return -EEXIST;
+        serial = ++l->next_serial;
+        ev.data.u64 = event_data(fd, serial);
         if (epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
                 return -errno;
-        l->sources[fd] = (struct source) { handler, userdata };
+        l->sources[fd] = (struct source) { handler, userdata, serial };
         return 0;
 }
 
 int loop_modify(struct loop *l, int fd, uint32_t events) {
-        struct epoll_event ev = { .events = events, .data.fd = fd };
+        struct epoll_event ev = { .events = events };
 
         if (fd < 0 || (size_t) fd >= l->n_sources || !l->sources[fd].handler)
                 return -ENOENT;
+        ev.data.u64 = event_data(fd, l->sources[fd].serial);
         return epoll_ctl(l->epoll_fd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
 }
 
@@ -84,7 +98,7 @@ void loop_remove(struct loop *l, int fd) {
         if (fd < 0 || (size_t) fd >= l->n_sources || !l->sources[fd].handler)
                 return;
         (void) epoll_ctl(l->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-        l->sources[fd] = (struct source) { NULL, NULL };
+        l->sources[fd] = (struct source) { NULL, NULL, 0 };
 }
 
 int loop_dispatch_once(struct loop *l, int timeout_ms) {
@@ -95,11 +109,14 @@ int loop_dispatch_once(struct loop *l, int timeout_ms) {
         if (n < 0)
                 return errno == EINTR ? 0 : -errno;
         for (int i = 0; i < n; i++) {
-                int fd = events[i].data.fd;
+                int fd = (int) (uint32_t) events[i].data.u64;
+                uint32_t serial = (uint32_t) (events[i].data.u64 >> 32);
                 struct source s;
                 int r;
 
-                if ((size_t) fd >= l->n_sources || !l->sources[fd].handler)
+                /* Removed, or removed and its number reused, earlier in
+                 * this batch: the event was for the old source. */
+                if ((size_t) fd >= l->n_sources || !l->sources[fd].handler || l->sources[fd].serial != serial)
                         continue;
                 s = l->sources[fd];
                 r = s.handler(l, fd, events[i].events, s.userdata);
@@ -132,8 +149,8 @@ void timer_stop(int *fd) {
         *fd = -1;
 }
 
-void timer_drain(int fd) {
-        uint64_t ticks;
+bool timer_expired(int fd) {
+        uint64_t ticks = 0;
 
-        (void) !read(fd, &ticks, sizeof ticks);
+        return read(fd, &ticks, sizeof ticks) == (ssize_t) sizeof ticks && ticks > 0;
 }

@@ -9,8 +9,10 @@
  * (a bind broker, a readiness probe, an output relay, a forwarded
  * connection) is one more source: loop_add() it, nothing else changes.
  *
- * Handlers return 0, or -errno to end loop_run() with that error. A
- * handler may add and remove sources, its own included. */
+ * Handlers return 0, or -errno to end loop_dispatch_once() with that
+ * error. A handler may add and remove sources, its own included; an event
+ * of a source removed (or removed and its fd reused) earlier in the same
+ * batch is not delivered. */
 struct loop;
 
 typedef int (*loop_handler)(struct loop *l, int fd, uint32_t revents, void *userdata);
@@ -36,5 +38,7 @@ int loop_dispatch_once(struct loop *l, int timeout_ms);
  * it and sets *fd to -1. Both are for the loop's owners. */
 int timer_start(int *fd, uint64_t usec);
 void timer_stop(int *fd);
-/* Read a fired timer's expiry count so that it stops being readable. */
-void timer_drain(int fd);
+/* Read a timer's expiry count so that it stops being readable: true if
+ * it expired, false on a spurious wake-up (a timer handler then returns
+ * without acting). */
+bool timer_expired(int fd);

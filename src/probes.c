@@ -187,8 +187,7 @@ static int exec_event(struct loop *l, int fd, uint32_t revents, void *userdata) 
 static int exec_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct probes *p = userdata;
 
-        timer_drain(fd);
-        if (!p->waiting)
+        if (!timer_expired(fd) || !p->waiting)
                 return 0;
         if (!p->exec_attempts.running) {
                 exec_begin(p);
@@ -265,8 +264,7 @@ static int http_event(struct loop *l, int fd, uint32_t revents, void *userdata) 
 static int http_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct probes *p = userdata;
 
-        timer_drain(fd);
-        if (!p->waiting)
+        if (!timer_expired(fd) || !p->waiting)
                 return 0;
         if (!p->http_attempts.running) {
                 http_begin(p);

@@ -244,7 +244,8 @@ static int on_notify(struct loop *l, int fd, uint32_t revents, void *userdata) {
 static int on_timeout(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct readiness *r = userdata;
 
-        timer_drain(fd);
+        if (!timer_expired(fd))
+                return 0;
         /* The callback may still ask what was missing: readiness_stop()
          * is the owner's call. */
         if (r->pending)

@@ -180,6 +180,8 @@ static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdat
 static int nap_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct relay *r = userdata;
 
+        if (!timer_expired(fd))
+                return 0;
         loop_remove(l, fd);
         timer_stop(&r->nap_fd);
         if (loop_add(l, r->in_fd, EPOLLIN, relay_handler, r) < 0) {

@@ -78,7 +78,8 @@ static void disarm_timer(struct supervisor *s, int *fd) {
 static int on_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct supervisor *s = userdata;
 
-        timer_drain(fd);
+        if (!timer_expired(fd))
+                return 0;
         on_event(s, LC_KILL_TIMEOUT);
         return 0;
 }
@@ -86,6 +87,8 @@ static int on_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdat
 static int on_restart_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct supervisor *s = userdata;
 
+        if (!timer_expired(fd))
+                return 0;
         disarm_timer(s, &s->restart_timer_fd);
         on_event(s, LC_RESTART_DUE);
         return 0;

@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -237,6 +238,30 @@ def test_group_member_that_honours_sigterm_ends_the_wait_early(tmp_path):
         assert "sending SIGKILL" not in out.stderr
     finally:
         kill_quietly(member)
+
+
+def test_kill_after_always_grants_its_grace():
+    """Issue 20: one epoll_wait() returned the signalfd and COMMAND's pidfd;
+    reaping COMMAND closed the pidfd, the kill timer's timerfd got its
+    number, and the stale pidfd event fired the timer at once: the member
+    was SIGKILLed with no grace (30 of 60 runs with the pid file on tmpfs).
+    100 runs: the member always ends by SIGTERM."""
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    deadline = time.monotonic() + 120
+    runs = 0
+    with tempfile.TemporaryDirectory(dir=shm) as d:
+        pidfile = os.path.join(d, "member.pid")
+        while runs < 100 and time.monotonic() < deadline:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pidfile)
+            out = run(["-q", "-v", "--group", "--kill-after=10s", "--", "sh", "-c",
+                       'sleep 60 & echo $! > "$1"; exit 0', "sh", pidfile], timeout=25)
+            member = read_pid(pidfile)
+            kill_quietly(member)
+            assert out.returncode == 0, out.stderr
+            assert "sending SIGKILL" not in out.stderr, f"run {runs}: {out.stderr}"
+            runs += 1
+    assert runs >= 50, f"only {runs} runs in the time budget"
 
 
 def test_verbose_does_not_report_a_command_that_could_not_run_as_ended():

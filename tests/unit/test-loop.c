@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -320,9 +321,86 @@ END_TEST
 static int timer_fired(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct seen *s = userdata;
 
-        timer_drain(fd);
+        ck_assert(timer_expired(fd));
         return record(l, fd, revents, s);
 }
+
+/* The fd-reuse turn of issue 20: one epoll_wait() returns events for A and
+ * B; A's handler closes B and a new source (a timerfd, not armed) gets B's
+ * number. B's event must not reach the new source's handler. */
+struct reuse {
+        struct loop *loop;
+        int fds[2];
+        struct seen *seen_new;
+        int replaced;           /* the fd number reused, -1 until then */
+};
+
+static int replace_the_other(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct reuse *u = userdata;
+        int other = u->fds[0] == fd ? u->fds[1] : u->fds[0];
+        uint64_t v;
+        int t;
+
+        ck_assert_int_eq(read(fd, &v, sizeof v), (ssize_t) sizeof v);
+        if (u->replaced >= 0)
+                return 0;
+        loop_remove(l, other);
+        ck_assert_int_eq(close(other), 0);
+        t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        ck_assert_int_ge(t, 0);
+        if (t != other) {       /* the lowest free number is often other's */
+                ck_assert_int_eq(dup3(t, other, O_CLOEXEC), other);
+                ck_assert_int_eq(close(t), 0);
+        }
+        ck_assert_int_eq(loop_add(l, other, EPOLLIN, record, u->seen_new), 0);
+        u->replaced = other;
+        return 0;
+}
+
+START_TEST(test_reused_fd_does_not_get_the_stale_event) {
+        struct loop *l = new_loop();
+        struct seen seen_new = { 0 };
+        struct reuse u = { .loop = l, .fds = { new_eventfd(), new_eventfd() }, .seen_new = &seen_new, .replaced = -1 };
+
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(loop_add(l, u.fds[i], EPOLLIN, replace_the_other, &u), 0);
+                signal_eventfd(u.fds[i]);
+        }
+        /* Both events come in one batch; the first handler replaces the
+         * other fd; the second event is stale. */
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_ge(u.replaced, 0);
+        ck_assert_int_eq(seen_new.calls, 0);
+        /* The new source works: a later event of its own is delivered. */
+        {
+                struct itimerspec soon = { .it_value = { .tv_nsec = 1000 } };
+
+                ck_assert_int_eq(timerfd_settime(u.replaced, 0, &soon, NULL), 0);
+        }
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen_new.calls, 1);
+        ck_assert_int_eq(seen_new.fd, u.replaced);
+        loop_free(l);
+        close(u.fds[0]);
+        close(u.fds[1]);
+}
+END_TEST
+
+/* A modified source keeps its identity: its events still arrive. */
+START_TEST(test_modify_keeps_the_source) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int e = new_eventfd();
+
+        ck_assert_int_eq(loop_add(l, e, EPOLLOUT, drain_and_record, &seen), 0);
+        ck_assert_int_eq(loop_modify(l, e, EPOLLIN), 0);
+        signal_eventfd(e);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen.calls, 1);
+        loop_free(l);
+        close(e);
+}
+END_TEST
 
 START_TEST(test_timer_fires_once_after_its_delay) {
         struct loop *l = new_loop();
@@ -390,17 +468,20 @@ START_TEST(test_timer_rearm_reuses_the_fd_and_postpones) {
 }
 END_TEST
 
-START_TEST(test_timer_drain_makes_it_unreadable) {
+START_TEST(test_timer_expired_makes_it_unreadable) {
         int t = -1;
         uint64_t ticks;
 
+        /* Not fired yet: false, and it does not block. */
+        ck_assert_int_eq(timer_start(&t, 10000000), 0);
+        ck_assert(!timer_expired(t));
         ck_assert_int_eq(timer_start(&t, 1000), 0);
         usleep(5000);
-        timer_drain(t);
+        ck_assert(timer_expired(t));
         ck_assert_int_eq(read(t, &ticks, sizeof ticks), -1);
         ck_assert_int_eq(errno, EAGAIN);
-        /* Draining an unfired timer does not block. */
-        timer_drain(t);
+        /* Read once: a second call is a spurious wake-up. */
+        ck_assert(!timer_expired(t));
         timer_stop(&t);
 }
 END_TEST
@@ -433,11 +514,13 @@ int main(void) {
         tcase_add_test(changes, test_handler_removes_itself);
         tcase_add_test(changes, test_handler_adds_a_source);
         tcase_add_test(changes, test_handler_error_ends_dispatch);
+        tcase_add_test(changes, test_reused_fd_does_not_get_the_stale_event);
+        tcase_add_test(changes, test_modify_keeps_the_source);
         suite_add_tcase(s, changes);
         tcase_add_test(timers, test_timer_fires_once_after_its_delay);
         tcase_add_test(timers, test_timer_zero_fires_at_once);
         tcase_add_test(timers, test_timer_rearm_reuses_the_fd_and_postpones);
-        tcase_add_test(timers, test_timer_drain_makes_it_unreadable);
+        tcase_add_test(timers, test_timer_expired_makes_it_unreadable);
         tcase_add_test(timers, test_timer_stop_closes);
         suite_add_tcase(s, timers);
         return unit_run(s);
