@@ -12,6 +12,7 @@
 
 #include "forward.h"
 #include "log.h"
+#include "socket.h"
 
 /* Where the server may listen, in the order tried. */
 static const int families[2] = { AF_INET, AF_INET6 };
@@ -492,20 +493,22 @@ static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userda
                 int client = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
                 if (client < 0) {
-                        if (errno == EAGAIN || errno == EINTR)
+                        int err = errno;
+
+                        if (err == EAGAIN || err == EINTR)
                                 return 0;
-                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                        if (accept_failure_of(err) == ACCEPT_FAILURE_BACK_OFF) {
                                 /* Out of fds: stop accepting until a
-                                 * connection ends, or for 100 ms. */
-                                log_error("forwarding: cannot accept: %m");
+                                 * connection ends, or for a while. */
+                                log_error_errno(err, "forwarding: cannot accept: %m");
                                 loop_remove(l, fd);
                                 f->listening = false;
-                                if (f->n_conns == 0 && timer_start(&f->retry_timer_fd, 100 * 1000) == 0 &&
+                                if (f->n_conns == 0 && timer_start(&f->retry_timer_fd, ACCEPT_BACK_OFF_USEC) == 0 &&
                                     loop_add(l, f->retry_timer_fd, EPOLLIN, retry_handler, f) < 0)
                                         timer_stop(&f->retry_timer_fd);
                                 return 0;
                         }
-                        continue;       /* ECONNABORTED and the network errors of accept(2) */
+                        continue;       /* ECONNABORTED, the network errors of accept(2), and the rest */
                 }
                 (void) conn_new(f, client);
         }

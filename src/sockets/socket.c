@@ -219,3 +219,28 @@ void socket_release(struct bound_socket *s) {
         free(s->name_owned);
         s->name_owned = NULL;
 }
+
+enum accept_failure accept_failure_of(int err) {
+        switch (err) {
+        case EAGAIN:
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+        case EPERM:
+        case ENETDOWN:
+        case ENOPROTOOPT:
+        case EHOSTDOWN:
+        case ENONET:
+        case EHOSTUNREACH:
+        case EOPNOTSUPP:
+        case ENETUNREACH:
+                return ACCEPT_FAILURE_NEXT;
+        case EMFILE:
+        case ENFILE:
+        case ENOBUFS:
+        case ENOMEM:
+                return ACCEPT_FAILURE_BACK_OFF;
+        default:
+                return ACCEPT_FAILURE_FATAL;
+        }
+}

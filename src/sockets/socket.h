@@ -52,3 +52,21 @@ void socket_give_up(struct bound_socket *s);
 
 /* Close the socket and remove the socket file it created, if any. */
 void socket_release(struct bound_socket *s);
+
+/* What to do after accept(2) failed with err: the one policy of the
+ * --accept supervisor and the --netns forwarder. */
+enum accept_failure {
+        /* This connection, or none (EAGAIN, and the pending network
+         * errors accept(2) says to treat like it): accept the next. */
+        ACCEPT_FAILURE_NEXT,
+        /* Out of fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the
+         * connection stays in the backlog and epoll reports it again at
+         * once, so stop accepting until a connection ends or
+         * ACCEPT_BACK_OFF_USEC passed, then try again. The service goes
+         * on. */
+        ACCEPT_FAILURE_BACK_OFF,
+        /* The socket itself is broken (EBADF, EINVAL, ENOTSOCK…). */
+        ACCEPT_FAILURE_FATAL,
+};
+#define ACCEPT_BACK_OFF_USEC (100 * 1000)
+enum accept_failure accept_failure_of(int err);

@@ -31,6 +31,8 @@ struct acceptor {
         pid_t *children;        /* running COMMANDs, max_connections slots; 0 = free */
         unsigned running;
         bool accepting;         /* the listening sockets are on the loop */
+        bool backing_off;       /* out of fds: off the loop for one wait */
+        bool out_of_fds;        /* since the last accept that worked */
         bool stopping;
         int error;              /* accepting cannot go on: -errno */
 };
@@ -70,31 +72,10 @@ static void set_remote(struct acceptor *a, const union sockaddr_any *peer, sockl
                 snprintf(a->remote_port, sizeof a->remote_port, "REMOTE_PORT=");
 }
 
-/* Errors that concern one connection, or none: accept(2) says to treat
- * the pending network errors like EAGAIN. Anything else (EMFILE, ENFILE,
- * ENOBUFS, ENOMEM, EINVAL…) leaves the connection in the backlog, and
- * poll() would report it again at once: a busy loop. */
-static bool accept_error_is_transient(int err) {
-        switch (err) {
-        case EAGAIN:
-        case EINTR:
-        case ECONNABORTED:
-        case EPROTO:
-        case EPERM:
-        case ENETDOWN:
-        case ENOPROTOOPT:
-        case EHOSTDOWN:
-        case ENONET:
-        case EHOSTUNREACH:
-        case EOPNOTSUPP:
-        case ENETUNREACH:
-                return true;
-        default:
-                return false;
-        }
-}
-
-/* Returns 0, or -errno when accepting cannot go on. */
+/* Returns 0, or -errno when accepting cannot go on. Out of fds or memory
+ * it backs off (accept_failure_of()): the connection waits in the backlog
+ * until a handler ends or ACCEPT_BACK_OFF_USEC passed, and the failure is
+ * said once per spell, not once per try. */
 static int start_connection(struct acceptor *a, int listen_fd) {
         union sockaddr_any peer;
         socklen_t peer_len = sizeof peer;
@@ -110,8 +91,25 @@ static int start_connection(struct acceptor *a, int listen_fd) {
         pid_t pid;
 
         conn.fd = accept4(listen_fd, &peer.sa, &peer_len, SOCK_CLOEXEC);
-        if (conn.fd < 0)
-                return accept_error_is_transient(errno) ? 0 : -errno;
+        if (conn.fd < 0) {
+                int err = errno;
+
+                switch (accept_failure_of(err)) {
+                case ACCEPT_FAILURE_NEXT:
+                        return 0;
+                case ACCEPT_FAILURE_BACK_OFF:
+                        if (!a->out_of_fds)
+                                log_error_errno(err, "cannot accept a connection: %m; trying again as fds free up");
+                        a->out_of_fds = a->backing_off = true;
+                        return 0;
+                case ACCEPT_FAILURE_FATAL:
+                        break;
+                }
+                return -err;
+        }
+        if (a->out_of_fds)
+                log_info("accepting connections again");
+        a->out_of_fds = false;
         set_remote(a, &peer, peer_len);
         pid = spawn_connection(&plan, a->path);
         close(conn.fd);
@@ -246,9 +244,15 @@ int accept_run(struct job *job, struct outcome *ret) {
                 return log_error_errno(r, "cannot watch the event sources: %m");
 
         while (!a.stopping || a.running > 0) {
-                r = set_accepting(&a, !a.stopping && a.running < a.config->max_connections);
+                /* Backing off: the sockets are off the loop for one wait,
+                 * which a handler's end (SIGCHLD) or ACCEPT_BACK_OFF_USEC
+                 * ends (no timerfd: there may be no fd for one). */
+                bool pause = a.backing_off;
+
+                a.backing_off = false;
+                r = set_accepting(&a, !a.stopping && a.running < a.config->max_connections && !pause);
                 if (r >= 0)
-                        r = loop_dispatch_once(a.loop, -1);
+                        r = loop_dispatch_once(a.loop, pause ? (int) (ACCEPT_BACK_OFF_USEC / 1000) : -1);
                 if (r < 0) {
                         a.error = log_error_errno(r, "cannot wait for connections: %m");
                         a.stopping = true;
