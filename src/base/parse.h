@@ -3,12 +3,13 @@
 
 #include <stdint.h>
 
+#include "clock.h"
+
 /* The one strict number parser of prebind (as OpenBSD's strtonum):
  * decimal digits only, no sign, no spaces, value within [min, max].
  * Returns 0, -EINVAL or -ERANGE; *ret is untouched on failure. */
 int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret);
 
-#define USEC_PER_SEC 1000000ULL
 
 /* A duration as timeout(1) takes it: a decimal number with an optional
  * unit, "ms", "s" (the default), "m", "h" or "d": "10", "1.5", "500ms",

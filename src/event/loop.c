@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "loop.h"
 
 struct source {
@@ -33,8 +34,6 @@ struct loop {
 static uint64_t event_data(int fd, uint32_t serial) {
         return (uint64_t) serial << 32 | (uint32_t) fd;
 }
-
-#define USEC_PER_SEC_LOOP 1000000ULL
 
 int loop_new(struct loop **ret) {
         struct loop *l = calloc(1, sizeof *l);
@@ -129,8 +128,8 @@ int loop_dispatch_once(struct loop *l, int timeout_ms) {
 
 int timer_start(int *fd, uint64_t usec) {
         struct itimerspec when = { .it_value = {
-                .tv_sec = (time_t) (usec / USEC_PER_SEC_LOOP),
-                .tv_nsec = (long) (usec % USEC_PER_SEC_LOOP) * 1000,
+                .tv_sec = (time_t) (usec / USEC_PER_SEC),
+                .tv_nsec = (long) (usec % USEC_PER_SEC) * 1000,
         } };
 
         /* A zero it_value would disarm the timer: fire at once instead. */
@@ -147,6 +146,23 @@ void timer_stop(int *fd) {
         if (*fd >= 0)
                 close(*fd);
         *fd = -1;
+}
+
+int loop_timer_arm(struct loop *l, int *fd, uint64_t usec, loop_handler handler, void *userdata) {
+        bool fresh = *fd < 0;
+        int r = timer_start(fd, usec);
+
+        if (r == 0 && fresh)
+                r = loop_add(l, *fd, EPOLLIN, handler, userdata);
+        if (r < 0)
+                timer_stop(fd);
+        return r;
+}
+
+void loop_timer_disarm(struct loop *l, int *fd) {
+        if (*fd >= 0)
+                loop_remove(l, *fd);
+        timer_stop(fd);
 }
 
 bool timer_expired(int fd) {

@@ -38,6 +38,12 @@ int loop_dispatch_once(struct loop *l, int timeout_ms);
  * it and sets *fd to -1. Both are for the loop's owners. */
 int timer_start(int *fd, uint64_t usec);
 void timer_stop(int *fd);
+/* timer_start() and, for a new timer, loop_add() it with handler: the one
+ * way to arm a timer that the loop watches. On failure the timer is
+ * stopped (*fd -1) and -errno returned. loop_timer_disarm() removes it
+ * from the loop and stops it (a timer not armed is fine). */
+int loop_timer_arm(struct loop *l, int *fd, uint64_t usec, loop_handler handler, void *userdata);
+void loop_timer_disarm(struct loop *l, int *fd);
 /* Read a timer's expiry count so that it stops being readable: true if
  * it expired, false on a spurious wake-up (a timer handler then returns
  * without acting). */

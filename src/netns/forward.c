@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "forward.h"
+#include "clock.h"
 #include "log.h"
 #include "socket.h"
 
@@ -95,12 +96,6 @@ struct forwarder {
 #define WAIT_DELAY_FIRST_USEC (10 * 1000)
 #define WAIT_DELAY_MAX_USEC (100 * 1000)
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
 
 static void update_listening(struct forwarder *f);
 
@@ -329,8 +324,7 @@ static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *us
          * first delay. */
         f->wait_delay_usec = f->wait_delay_usec * 2 > WAIT_DELAY_MAX_USEC ? WAIT_DELAY_MAX_USEC : f->wait_delay_usec * 2;
         if (f->n_waiting == 0) {
-                loop_remove(l, fd);
-                timer_stop(&f->wait_timer_fd);
+                loop_timer_disarm(l, &f->wait_timer_fd);
                 return 0;
         }
         return timer_start(&f->wait_timer_fd, f->wait_delay_usec);
@@ -347,9 +341,7 @@ static void conn_wait(struct conn *c) {
         f->n_waiting++;
         if (f->wait_timer_fd >= 0)
                 return;
-        if (timer_start(&f->wait_timer_fd, f->wait_delay_usec) < 0 ||
-            loop_add(f->loop, f->wait_timer_fd, EPOLLIN, wait_timer_handler, f) < 0) {
-                timer_stop(&f->wait_timer_fd);
+        if (loop_timer_arm(f->loop, &f->wait_timer_fd, f->wait_delay_usec, wait_timer_handler, f) < 0) {
                 f->stats.refused++;
                 reset_fd(c->fd[0]);
                 conn_free(c);
@@ -480,8 +472,7 @@ static int retry_handler(struct loop *l, int fd, uint32_t revents, void *userdat
 
         if (!timer_expired(fd))
                 return 0;
-        loop_remove(l, fd);
-        timer_stop(&f->retry_timer_fd);
+        loop_timer_disarm(l, &f->retry_timer_fd);
         update_listening(f);
         return 0;
 }
@@ -503,9 +494,8 @@ static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userda
                                 log_error_errno(err, "forwarding: cannot accept: %m");
                                 loop_remove(l, fd);
                                 f->listening = false;
-                                if (f->n_conns == 0 && timer_start(&f->retry_timer_fd, ACCEPT_BACK_OFF_USEC) == 0 &&
-                                    loop_add(l, f->retry_timer_fd, EPOLLIN, retry_handler, f) < 0)
-                                        timer_stop(&f->retry_timer_fd);
+                                if (f->n_conns == 0)
+                                        (void) loop_timer_arm(l, &f->retry_timer_fd, ACCEPT_BACK_OFF_USEC, retry_handler, f);
                                 return 0;
                         }
                         continue;       /* ECONNABORTED, the network errors of accept(2), and the rest */
@@ -562,12 +552,8 @@ void forwarder_free(struct forwarder *f) {
                 conn_destroy(c);
         }
         update_listening(f);
-        if (f->retry_timer_fd >= 0)
-                loop_remove(f->loop, f->retry_timer_fd);
-        timer_stop(&f->retry_timer_fd);
-        if (f->wait_timer_fd >= 0)
-                loop_remove(f->loop, f->wait_timer_fd);
-        timer_stop(&f->wait_timer_fd);
+        loop_timer_disarm(f->loop, &f->retry_timer_fd);
+        loop_timer_disarm(f->loop, &f->wait_timer_fd);
         free(f);
 }
 
@@ -710,11 +696,8 @@ int port_probe_start(struct loop *l, uint16_t port, forward_socket_fn make_socke
         };
         /* The first attempt at once, but from the loop: done() may free
          * the probe, which the caller must have in hand by then. */
-        r = timer_start(&p->timer_fd, 0);
-        if (r == 0)
-                r = loop_add(l, p->timer_fd, EPOLLIN, probe_timer_handler, p);
+        r = loop_timer_arm(l, &p->timer_fd, 0, probe_timer_handler, p);
         if (r < 0) {
-                timer_stop(&p->timer_fd);
                 free(p);
                 return r;
         }
@@ -726,8 +709,6 @@ void port_probe_free(struct port_probe *p) {
         if (!p)
                 return;
         probe_drop_fd(p);
-        if (p->timer_fd >= 0)
-                loop_remove(p->loop, p->timer_fd);
-        timer_stop(&p->timer_fd);
+        loop_timer_disarm(p->loop, &p->timer_fd);
         free(p);
 }

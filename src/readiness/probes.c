@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "lines.h"
+#include "clock.h"
 #include "log.h"
 #include "probe-exec.h"
 #include "probe-http.h"
@@ -80,13 +81,6 @@ uint64_t probe_next_start(uint64_t started_usec, uint64_t ended_usec, uint64_t i
         return next > ended_usec ? next : ended_usec;
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
-
 static void met(struct probes *p, bool *flag, enum probe_condition condition, const char *what) {
         if (*flag)
                 return;
@@ -123,9 +117,7 @@ static void attempt_timed_out(struct probes *p, struct attempts *a) {
 }
 
 static void attempts_stop(struct probes *p, struct attempts *a) {
-        if (a->timer_fd >= 0)
-                loop_remove(p->loop, a->timer_fd);
-        timer_stop(&a->timer_fd);
+        loop_timer_disarm(p->loop, &a->timer_fd);
         a->running = false;
 }
 
@@ -469,11 +461,7 @@ void probes_child_output(const struct probes *p, int *ret_stdout, int *ret_stder
 }
 
 static int start_timer(struct probes *p, struct attempts *a, loop_handler handler) {
-        int r = timer_start(&a->timer_fd, 0);
-
-        if (r >= 0)
-                r = loop_add(p->loop, a->timer_fd, EPOLLIN, handler, p);
-        return r;
+        return loop_timer_arm(p->loop, &a->timer_fd, 0, handler, p);
 }
 
 void probes_start(struct probes *p) {

@@ -60,19 +60,14 @@ static void signal_command(struct supervisor *s, int sig) {
 }
 
 static void arm_timer(struct supervisor *s, int *fd, uint64_t usec, loop_handler handler, const char *what) {
-        bool fresh = *fd < 0;
-        int r = timer_start(fd, usec);
+        int r = loop_timer_arm(s->loop, fd, usec, handler, s);
 
-        if (r == 0 && fresh)
-                r = loop_add(s->loop, *fd, EPOLLIN, handler, s);
         if (r < 0)
                 log_error_errno(r, "cannot arm the %s timer: %m", what);
 }
 
 static void disarm_timer(struct supervisor *s, int *fd) {
-        if (*fd >= 0)
-                loop_remove(s->loop, *fd);
-        timer_stop(fd);
+        loop_timer_disarm(s->loop, fd);
 }
 
 static int on_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
@@ -98,13 +93,11 @@ static int on_restart_timer(struct loop *l, int fd, uint32_t revents, void *user
  * restart_interval, as systemd's StartLimitBurst=/StartLimitIntervalSec=. */
 static bool restart_limit_hit(struct supervisor *s) {
         const struct config *c = s->config;
-        struct timespec ts;
         uint64_t now;
 
         if (c->restart_burst == 0)
                 return false;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        now = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+        now = now_usec();
         if (s->n_restarts == c->restart_burst) {
                 if (now - s->restarts[0] < c->restart_interval_usec)
                         return true;

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "loop.h"
 #include "unit.h"
 
@@ -59,13 +60,6 @@ static struct loop *new_loop(void) {
         ck_assert_int_eq(loop_new(&l), 0);
         ck_assert_ptr_nonnull(l);
         return l;
-}
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
 /* ---- sources ------------------------------------------------------------- */
