@@ -334,3 +334,30 @@ def shared_objects(path):
 # even a SIGKILLed harness leaves no server behind for more than a minute (the
 # same ~1 ms for both ways a fixture starts its server).
 BOUND = ["/usr/bin/timeout", "-k", "5", "60"]
+
+
+def start_fixture(argv, pass_fds=()):
+    """A server fixture: argv under BOUND, in its own session, tracked,
+    stdin and stdout /dev/null, stderr in the log.  Returns the Popen."""
+    p = subprocess.Popen(BOUND + argv, env=ENV, pass_fds=pass_fds, start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=LOG_FD)
+    LIVE.add(p.pid)
+    return p
+
+
+def start_published(ctx, options, command, timeout):
+    """The fixture through prebind: `prebind --port-fd=N OPTIONS -- COMMAND`
+    (start_fixture()), then the first line it writes to that pipe, bounded.
+    Returns (Popen, line); BenchError if prebind published nothing."""
+    r, w = os.pipe()
+    try:
+        try:
+            p = start_fixture([ctx.prebind, "--port-fd=%d" % w] + options + ["--"] + command, pass_fds=[w])
+        finally:
+            os.close(w)
+        line = read_first_line(r, timeout)
+    finally:
+        os.close(r)
+    if not line:
+        raise BenchError("prebind published nothing (exit %s)" % p.poll())
+    return p, line

@@ -7,9 +7,8 @@ import subprocess
 import tempfile
 import time
 
-import harness
-from harness import (ENV, BOUND, Missing, BenchError, LIVE, reap, read_first_line, which, need, median, ms,
-                     ratio, verdict)
+from harness import (ENV, Missing, BenchError, reap, which, need, median, ms, ratio, verdict, start_fixture,
+                     start_published)
 
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -56,18 +55,8 @@ def ready_servers(d):
 def first_query_prebind(ctx, argv, conditions, query, d, timeout=30):
     """prebind --ready-*: wait for the --port-fd pipe's EOF, then one query
     (no retry: it must work)."""
-    r, w = os.pipe()
-    os.set_inheritable(w, True)
     t0 = time.perf_counter()
-    p = subprocess.Popen(BOUND + [ctx.prebind, "-q", "--port-fd=%d" % w] + conditions + ["--"] + argv, env=ENV,
-                         pass_fds=[w], start_new_session=True, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=harness.LOG_FD)
-    LIVE.add(p.pid)
-    os.close(w)
-    line = read_first_line(r, timeout)
-    os.close(r)
-    if not line:
-        raise BenchError("prebind published nothing (exit %s)" % p.poll())
+    p, _ = start_published(ctx, ["-q"] + conditions, argv, timeout)
     query(d, timeout)
     return p, (time.perf_counter() - t0) * 1000
 
@@ -75,9 +64,7 @@ def first_query_prebind(ctx, argv, conditions, query, d, timeout=30):
 def first_query_poll(ctx, argv, check, query, d, timeout=30, interval=0.05):
     """The loop a fixture writes by hand: try, sleep 50 ms, try again."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(BOUND + argv, env=ENV, start_new_session=True, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=harness.LOG_FD)
-    LIVE.add(p.pid)
+    p = start_fixture(argv)
     deadline = time.monotonic() + timeout
     while True:
         try:

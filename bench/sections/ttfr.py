@@ -1,13 +1,10 @@
 """5. Time to first response: the uvicorn fixtures."""
 
-import os
 import socket
-import subprocess
 import time
 
-import harness
-from harness import (HERE, ENV, PYTHON, BOUND, BenchError, LIVE, reap, read_first_line, run, need, median,
-                     pct, ms, ratio, verdict)
+from harness import (HERE, PYTHON, BenchError, reap, run, need, median, pct, ms, ratio, verdict, start_fixture,
+                     start_published)
 
 
 def http_get(port, timeout):
@@ -34,19 +31,9 @@ UVICORN_ARGS = ["-m", "uvicorn", "--app-dir", HERE, "--lifespan", "off",
 
 def fixture_prebind(ctx, timeout):
     """The README's fixture: --port-fd pipe, read the URL, GET at once."""
-    r, w = os.pipe()
-    os.set_inheritable(w, True)
-    argv = BOUND + [ctx.prebind, "--port-fd=%d" % w, "--format=url", "--",
-            PYTHON] + UVICORN_ARGS + ["--fd", "3", "asgi_hello:app"]
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=ENV, pass_fds=[w], start_new_session=True,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=harness.LOG_FD)
-    LIVE.add(p.pid)
-    os.close(w)
-    line = read_first_line(r, timeout)
-    os.close(r)
-    if not line:
-        raise BenchError("prebind published nothing (exit %s)" % p.poll())
+    p, line = start_published(ctx, ["--format=url"], [PYTHON] + UVICORN_ARGS + ["--fd", "3", "asgi_hello:app"],
+                              timeout)
     port = int(line.rsplit(b":", 1)[1])
     http_get(port, timeout)          # no polling: the socket already listens
     t1 = time.perf_counter()
@@ -61,10 +48,7 @@ def fixture_pickport(ctx, timeout, interval=0.05):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    argv = BOUND + [PYTHON] + UVICORN_ARGS + ["--host", "127.0.0.1", "--port", str(port), "asgi_hello:app"]
-    p = subprocess.Popen(argv, env=ENV, start_new_session=True,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=harness.LOG_FD)
-    LIVE.add(p.pid)
+    p = start_fixture([PYTHON] + UVICORN_ARGS + ["--host", "127.0.0.1", "--port", str(port), "asgi_hello:app"])
     deadline = time.monotonic() + timeout
     polls = 0
     while True:
