@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 
 #: Seconds to wait for prebind to publish, unless ``timeout=`` says otherwise.
@@ -29,10 +29,6 @@ _GRACE = 5.0
 # Lines of output shown in an error message, found in its last _TAIL_BYTES.
 _TAIL_LINES = 20
 _TAIL_BYTES = 64 * 1024
-
-# Options the plugin sets itself: a second --format or --port-fd in
-# options=[...] would change what it reads.
-_RESERVED = ("--format", "--port-fd")
 
 Duration = Union[float, int, str]
 """A duration: seconds as a number, or prebind's syntax (``"500ms"``, ``"2s"``)."""
@@ -208,6 +204,105 @@ ListenSpec = Union[str, Sequence[str], Mapping[str, str]]
 InterceptSpec = Union[int, str, Sequence[Union[int, str]], Mapping[str, int]]
 
 
+# ------------------------------------------------------------ the options
+
+# How a keyword argument's value becomes prebind arguments: form(flag, value).
+_Form = Callable[[str, Any], List[str]]
+
+
+def _switch(flag: str, value: Any) -> List[str]:
+    return [flag] if value else []
+
+
+def _value(flag: str, value: Any) -> List[str]:
+    return [] if value is None else [f"{flag}={value}"]
+
+
+def _duration_value(flag: str, value: Any) -> List[str]:
+    return [] if value is None else [f"{flag}={_duration(value)}"]
+
+
+def _switch_or_duration(flag: str, value: Any) -> List[str]:
+    """True: the bare option; a duration: its value; None, False: nothing."""
+    if value is True:
+        return [flag]
+    return [] if value is None or value is False else [f"{flag}={_duration(value)}"]
+
+
+def _switch_or_value(flag: str, value: Any) -> List[str]:
+    """True: the bare option; another true value: its value; else nothing."""
+    if value is True:
+        return [flag]
+    return [f"{flag}={value}"] if value else []
+
+
+def _repeated(*single: type) -> _Form:
+    """One option per item: a *single* value, a list, or {NAME: value} as
+    NAME=value."""
+    def form(flag: str, value: Any) -> List[str]:
+        if value is None:
+            return []
+        if isinstance(value, single):
+            items: List[str] = [str(value)]
+        elif isinstance(value, Mapping):
+            items = [f"{name}={v}" for name, v in value.items()]
+        else:
+            items = [str(v) for v in value]
+        return [f"{flag}={item}" for item in items]
+    return form
+
+
+def _variables(flag: str, value: Any) -> List[str]:
+    """{NAME: VALUE}: NAME=VALUE; a None VALUE: NAME alone (prebind copies it)."""
+    return [f"{flag}={name}" if v is None else f"{flag}={name}={v}" for name, v in (value or {}).items()]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A prebind option the plugin can pass: *flag*, set by :class:`Server`'s
+    keyword argument *keyword* through *form*, or (no keyword) by the plugin
+    itself."""
+
+    flag: str
+    keyword: Optional[str] = None
+    form: Optional[_Form] = None
+
+    def arguments(self, value: Any) -> List[str]:
+        assert self.form is not None
+        return self.form(self.flag, value)
+
+
+# The options the plugin passes or looks for itself.
+PORT_FD = Option("--port-fd")
+FORMAT = Option("--format")
+DIE_WITH_PARENT = Option("--die-with-parent")
+KILL_AFTER = Option("--kill-after")
+EXEC = Option("--exec")      # in options=[...]: no supervisor, so no --kill-after, --die-with-parent
+GROUP = Option("--group", "group", _switch)
+
+#: Every prebind option the plugin names: those it sets itself, then those
+#: of :class:`Server`'s keyword arguments, in the order they are passed.
+#: python/tests/test_options.py checks each against ``prebind --help``.
+OPTIONS: Tuple[Option, ...] = (
+    PORT_FD, FORMAT, DIE_WITH_PARENT, KILL_AFTER, EXEC,
+    Option("--listen", "listen", _repeated(str)),
+    Option("--setenv", "setenv", _variables),
+    Option("--subst", "subst", _switch),
+    Option("--ready", "ready", _switch_or_duration),
+    Option("--ready-timeout", "ready_timeout", _duration_value),
+    Option("--ready-log", "ready_log", _value),
+    Option("--ready-http", "ready_http", _switch_or_value),
+    Option("--ready-exec", "ready_exec", _value),
+    Option("--intercept", "intercept", _repeated(int, str)),
+    Option("--restart", "restart", _value),
+    GROUP,
+)
+
+# Options the plugin sets itself: a second --format or --port-fd in
+# options=[...] would change what it reads.
+_RESERVED = (FORMAT.flag, PORT_FD.flag)
+
+
 class _Default:
     """The type of "not given" where None means something."""
 
@@ -323,6 +418,7 @@ class Server:
         cwd: Optional[Union[str, "os.PathLike[str]"]] = None,
         env: Optional[Mapping[str, str]] = None,
     ) -> None:
+        arguments = dict(locals())  # first: the keyword arguments as given
         if isinstance(command, (str, bytes)):
             raise TypeError("command is a list of arguments, not a string: ['python3', '-m', 'app']")
         if not command:
@@ -331,27 +427,23 @@ class Server:
             raise TypeError("options is a list of arguments: ['--ready-http=/health']")
         for option in options:
             if option.split("=", 1)[0] in _RESERVED:
-                raise ValueError(f"{option!r}: the plugin sets --port-fd and --format=json itself")
+                raise ValueError(f"{option!r}: the plugin sets {PORT_FD.flag} and {FORMAT.flag}=json itself")
         if isinstance(timeout, _Default):
             timeout = _start_timeout(ready, ready_timeout, bool(ready_log or ready_http or ready_exec))
         if stop_timeout <= 0 or (timeout is not None and timeout <= 0):
             raise ValueError("timeout and stop_timeout must be positive")
 
         self.command: List[str] = [str(a) for a in command]
-        self.options: List[str] = _build_options(
-            listen=listen, setenv=setenv, subst=subst, ready=ready, ready_timeout=ready_timeout,
-            ready_log=ready_log, ready_http=ready_http, ready_exec=ready_exec, intercept=intercept,
-            restart=restart, group=group, options=options,
-        )
+        self.options: List[str] = _build_options(arguments, options)
         self._binary = binary
         self.timeout: Optional[float] = None if timeout is None else float(timeout)
         self.stop_timeout = float(stop_timeout)
         self.capture_output = capture_output
-        self._exec_mode = "--exec" in self.options
+        self._exec_mode = EXEC.flag in self.options
         # --kill-after and --die-with-parent need the supervisor: prebind
         # refuses them with --exec.
         self._die_with_parent = die_with_parent and not self._exec_mode
-        self._group = group or "--group" in self.options
+        self._group = group or GROUP.flag in self.options
         self._cwd = cwd
         self._env = dict(env) if env is not None else None
 
@@ -381,11 +473,11 @@ class Server:
         return self._argv("N")
 
     def _argv(self, port_fd: str) -> List[str]:
-        own = [f"--port-fd={port_fd}", "--format=json"]
+        own = [f"{PORT_FD.flag}={port_fd}", f"{FORMAT.flag}=json"]
         if self._die_with_parent:
-            own.append("--die-with-parent")
+            own.append(DIE_WITH_PARENT.flag)
         if not self._exec_mode:
-            own.append(f"--kill-after={_duration(self.stop_timeout)}")
+            own.append(f"{KILL_AFTER.flag}={_duration(self.stop_timeout)}")
         return [find_prebind(self._binary), *own, *self.options, "--", *self.command]
 
     # ---------------------------------------------------------------- start
@@ -653,60 +745,13 @@ class Server:
             pass
 
 
-def _build_options(
-    *,
-    listen: Optional[ListenSpec],
-    setenv: Optional[Mapping[str, Optional[str]]],
-    subst: bool,
-    ready: Union[bool, Duration, None],
-    ready_timeout: Optional[Duration],
-    ready_log: Optional[str],
-    ready_http: Union[bool, str, None],
-    ready_exec: Optional[str],
-    intercept: Optional[InterceptSpec],
-    restart: Optional[str],
-    group: bool,
-    options: Sequence[str],
-) -> List[str]:
+def _build_options(arguments: Mapping[str, Any], options: Sequence[str]) -> List[str]:
+    """The prebind arguments of Server's keyword *arguments* (OPTIONS, in
+    its order), then *options* as they are."""
     argv: List[str] = []
-    if listen is not None:
-        if isinstance(listen, str):
-            specs: List[str] = [listen]
-        elif isinstance(listen, Mapping):
-            specs = [f"{name}={address}" for name, address in listen.items()]
-        else:
-            specs = [str(s) for s in listen]
-        argv += [f"--listen={s}" for s in specs]
-    for name, value in (setenv or {}).items():
-        argv.append(f"--setenv={name}" if value is None else f"--setenv={name}={value}")
-    if subst:
-        argv.append("--subst")
-    if ready is True:
-        argv.append("--ready")
-    elif ready is not None and ready is not False:
-        argv.append(f"--ready={_duration(ready)}")
-    if ready_timeout is not None:
-        argv.append(f"--ready-timeout={_duration(ready_timeout)}")
-    if ready_log is not None:
-        argv.append(f"--ready-log={ready_log}")
-    if ready_http is True:
-        argv.append("--ready-http")
-    elif ready_http:
-        argv.append(f"--ready-http={ready_http}")
-    if ready_exec is not None:
-        argv.append(f"--ready-exec={ready_exec}")
-    if intercept is not None:
-        if isinstance(intercept, (int, str)):
-            ports: List[str] = [str(intercept)]
-        elif isinstance(intercept, Mapping):
-            ports = [f"{name}={port}" for name, port in intercept.items()]
-        else:
-            ports = [str(p) for p in intercept]
-        argv += [f"--intercept={p}" for p in ports]
-    if restart is not None:
-        argv.append(f"--restart={restart}")
-    if group:
-        argv.append("--group")
+    for option in OPTIONS:
+        if option.keyword is not None:
+            argv += option.arguments(arguments[option.keyword])
     argv += [str(o) for o in options]
     return argv
 

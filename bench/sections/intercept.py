@@ -1,0 +1,155 @@
+"""8. --intercept: what the interposer costs a server."""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import tempfile
+import time
+
+from harness import (DEFAULT_PATH, PYTHON, Missing, BenchError, spawn, has_exited, reap, run, need, median,
+                     ms, ratio, verdict)
+
+
+NGINX_BENCH_CONF = """daemon off;
+master_process on;
+worker_processes 1;
+pid %(dir)s/nginx.pid;
+error_log %(dir)s/error.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path %(dir)s/body;
+    proxy_temp_path %(dir)s/proxy;
+    fastcgi_temp_path %(dir)s/fastcgi;
+    uwsgi_temp_path %(dir)s/uwsgi;
+    scgi_temp_path %(dir)s/scgi;
+    server { listen %(port)d; location / { return 200 "hello\\n"; } }
+}
+"""
+
+
+def intercept_library(ctx):
+    """The interposer of the prebind under test: beside it, as meson builds
+    it, copied with it into the work directory (prebind finds it there)."""
+    src = os.path.join(os.path.dirname(ctx.prebind_orig), "intercept", "libprebind-intercept.so")
+    if not os.path.exists(src):
+        raise Missing("libprebind-intercept.so beside %s" % ctx.prebind_orig)
+    dst_dir = os.path.join(ctx.work, "intercept")
+    os.makedirs(dst_dir, exist_ok=True)
+    dst = os.path.join(dst_dir, "libprebind-intercept.so")
+    shutil.copy2(src, dst)
+    return dst
+
+
+def wait_port_file(path, pid, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text:
+                return int(text.split()[0])
+        except FileNotFoundError:
+            pass
+        if has_exited(pid):
+            break
+        time.sleep(0.01)
+    raise BenchError("no port published in %s" % path)
+
+
+def wrk_rate(wrk, port, seconds):
+    out = run([wrk, "-t", "2", "-c", "32", "-d", "%ds" % seconds, "http://127.0.0.1:%d/" % port],
+              timeout=seconds + 30).stdout
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if not m or (errs and sum(int(x) for x in errs.groups())):
+        raise BenchError("wrk failed against port %d: %s" % (port, out[-300:]))
+    return float(m.group(1))
+
+
+def bench(ctx, sec):
+    """wrk against nginx binding its own port, directly and under prebind
+    --intercept (its bind() gets prebind's socket), rounds alternated; and
+    hyperfine: what the interposer adds to a program's start when it is
+    preloaded (python3 -c pass, which binds nothing)."""
+    wrk, hyperfine = need("wrk", "hyperfine")
+    nginx = shutil.which("nginx", path="/usr/sbin:" + DEFAULT_PATH)
+    if not nginx:
+        raise Missing("nginx (nginx-light)")
+    library = intercept_library(ctx)
+    seconds, rounds = (1, 1) if ctx.smoke else (5, 3)
+    rates = {"direct": [], "intercepted": []}
+    for rnd in range(rounds):
+        order = ["direct", "intercepted"] if rnd % 2 == 0 else ["intercepted", "direct"]
+        for mode in order:
+            d = tempfile.mkdtemp(prefix="nginx-", dir=ctx.work)
+            with socket.socket() as s:      # a free port for the direct run (a benchmark may race)
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            with open(os.path.join(d, "nginx.conf"), "w") as f:
+                f.write(NGINX_BENCH_CONF % {"dir": d, "port": port})
+            argv = [nginx, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-e", os.path.join(d, "error.log")]
+            port_file = os.path.join(d, "port")
+            if mode == "intercepted":
+                argv = [ctx.prebind, "-q", "--port-file=" + port_file, "--intercept=%d" % port, "--"] + argv
+            pid = spawn(argv)
+            try:
+                if mode == "intercepted":
+                    target = wait_port_file(port_file, pid, 20)
+                else:
+                    target = port
+                    deadline = time.monotonic() + 20
+                    while True:
+                        try:
+                            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                            break
+                        except OSError:
+                            if time.monotonic() > deadline or has_exited(pid):
+                                raise BenchError("nginx did not listen on %d" % port)
+                            time.sleep(0.02)
+                rates[mode].append(wrk_rate(wrk, target, seconds))
+            finally:
+                reap(pid, 10, term=True)
+    direct, intercepted = median(rates["direct"]), median(rates["intercepted"])
+
+    # Start-up: the same python3 -c pass, with and without the interposer
+    # preloaded (and the variables that make it active).
+    fake_env = ["PREBIND_BROKER=@prebind/bench-nobody", "PREBIND_INTERCEPT=8000/tcp"]
+    cmds = [("python3 -c pass", ["/usr/bin/env", PYTHON, "-c", "pass"]),
+            ("python3 -c pass, interposer preloaded",
+             ["/usr/bin/env", "LD_PRELOAD=" + library] + fake_env + [PYTHON, "-c", "pass"])]
+    runs, warmup = (5, 1) if ctx.smoke else (60, 5)
+    times = {n: [] for n, _ in cmds}
+    for rnd in range(1 if ctx.smoke else 4):
+        order = cmds if rnd % 2 == 0 else cmds[::-1]
+        out = os.path.join(ctx.work, "intercept-start-%d.json" % rnd)
+        r = run([hyperfine, "-N", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
+                 "--export-json", out] + [shlex.join(c) for _, c in order], timeout=300)
+        if r.returncode != 0:
+            raise BenchError("hyperfine failed: %s" % r.stderr[-300:])
+        with open(out) as f:
+            by_cmd = {x["command"]: x for x in json.load(f)["results"]}
+        for name, c in order:
+            times[name] += [t * 1000 for t in by_cmd[shlex.join(c)]["times"]]
+    base = median(times["python3 -c pass"])
+    pre = median(times["python3 -c pass, interposer preloaded"])
+
+    sec.table(["measure", "without", "with --intercept", "ratio"], [
+        ["nginx `return 200`, wrk -t2 -c32, requests/s (median of %d)" % rounds, "%.0f" % direct,
+         "%.0f" % intercepted, ratio(intercepted, direct)],
+        ["`python3 -c pass`, median ms", ms(base), ms(pre), ratio(pre, base)],
+    ])
+    sec.notes.append("nginx-light, worker_processes 1, access_log off, the same configuration; the "
+                     "intercepted nginx binds its configured port and gets prebind's 127.0.0.1 socket; "
+                     "rounds of %ds, alternated." % seconds)
+    sec.notes.append("Start-up: hyperfine -N, %d warm-up + %d runs per round, rounds in alternated order; "
+                     "both through /usr/bin/env, the second with LD_PRELOAD and the broker variables set "
+                     "(no bind, so no broker is asked)." % (warmup, runs))
+    ctx.results["intercept"] = {"direct": direct, "intercepted": intercepted, "start": base, "start_pre": pre}
+    sec.summary.append(["nginx requests/s, intercepted vs direct", "%.0f" % intercepted, "direct %.0f" % direct,
+                        ratio(intercepted, direct), "≥ 0.98×", verdict(intercepted >= 0.98 * direct)])
+    sec.summary.append(["`python3 -c pass` with the interposer", ms(pre) + " ms", "without " + ms(base) + " ms",
+                        ratio(pre, base), "≤ 1.05×", verdict(pre <= 1.05 * base)])
