@@ -27,19 +27,36 @@ static unsigned term_group(const struct lc_facts *f) {
 
 /* COMMAND exited while it was meant to run: restart it, or not. Requested
  * restarts (SIGHUP) skip this: neither the policy, the limit nor the
- * delay applies to them. */
-static struct lc_transition exited_unasked(const struct lc_facts *f) {
+ * delay applies to them. A COMMAND that had not become ready and is not
+ * restarted is said to have exited unready. */
+static struct lc_transition exited_unasked(enum lc_state state, const struct lc_facts *f) {
+        unsigned unready = state == LC_WAITING_READY ? LC_ACT_SAY_EXITED_UNREADY : 0;
+
         if (!f->restart_wanted)
-                return finished(f, 0);
+                return finished(f, unready);
         if (f->restart_limit_hit)
-                return finished(f, LC_ACT_GIVE_UP);
+                return finished(f, unready | LC_ACT_GIVE_UP);
         if (f->restart_delay)
                 return (struct lc_transition) { LC_RESTART_PENDING,
                                                 term_group(f) | LC_ACT_TELL_RELOADING | LC_ACT_ARM_RESTART };
-        return (struct lc_transition) { lifecycle_started(f), term_group(f) | LC_ACT_TELL_RELOADING | LC_ACT_START };
+        return (struct lc_transition) { lifecycle_started(f), term_group(f) | LC_ACT_TELL_RELOADING |
+                                                                      LC_ACT_COUNT_RESTART | LC_ACT_START };
 }
 
+static struct lc_transition transition(enum lc_state state, enum lc_event event, const struct lc_facts *f);
+
+/* The effects that follow from the states alone: leaving the wait for
+ * readiness, however, leaves no timeout or probe behind (a new COMMAND
+ * starts its own). */
 struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
+        struct lc_transition t = transition(state, event, f);
+
+        if (state == LC_WAITING_READY && t.state != LC_WAITING_READY)
+                t.actions |= LC_ACT_STOP_READINESS;
+        return t;
+}
+
+static struct lc_transition transition(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
         struct lc_transition same = { state, 0 };
         bool live = state == LC_WAITING_READY || state == LC_RUNNING;
 
@@ -51,8 +68,8 @@ struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, co
         case LC_READY_TIMEOUT:
                 if (state != LC_WAITING_READY)
                         return same;
-                return (struct lc_transition) { LC_NOT_READY,
-                                                LC_ACT_TERMINATE | LC_ACT_ARM_GRACE | LC_ACT_TELL_STOPPING };
+                return (struct lc_transition) { LC_NOT_READY, LC_ACT_SAY_NOT_READY | LC_ACT_TERMINATE |
+                                                                      LC_ACT_ARM_GRACE | LC_ACT_TELL_STOPPING };
         case LC_SHUTDOWN:
                 /* The signal itself is forwarded (or COMMAND had it from
                  * the terminal): it is what stops COMMAND. */
@@ -66,23 +83,29 @@ struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, co
                         return (struct lc_transition) { LC_RESTARTING, LC_ACT_TERMINATE | LC_ACT_ARM_KILL };
                 /* During the delay: cut it short. */
                 if (state == LC_RESTART_PENDING)
-                        return (struct lc_transition) { lifecycle_started(f), LC_ACT_START };
+                        return (struct lc_transition) { lifecycle_started(f), LC_ACT_COUNT_RESTART | LC_ACT_START };
                 return same;
         case LC_KILL_TIMEOUT:
                 if (state == LC_DRAINING)
                         return (struct lc_transition) { LC_DONE, LC_ACT_KILL_GROUP };
                 return lifecycle_has_child(state) && !live ? (struct lc_transition) { state, LC_ACT_KILL } : same;
         case LC_RESTART_DUE:
-                return state == LC_RESTART_PENDING ? (struct lc_transition) { lifecycle_started(f), LC_ACT_START }
-                                                   : same;
+                return state == LC_RESTART_PENDING
+                               ? (struct lc_transition) { lifecycle_started(f), LC_ACT_COUNT_RESTART | LC_ACT_START }
+                               : same;
         case LC_EXITED:
                 if (live)
-                        return exited_unasked(f);
+                        return exited_unasked(state, f);
                 if (state == LC_RESTARTING)
                         return (struct lc_transition) { lifecycle_started(f),
                                                         term_group(f) | LC_ACT_TELL_RELOADING | LC_ACT_START };
-                if (state == LC_STOPPING || state == LC_NOT_READY)
+                if (state == LC_STOPPING)
                         return finished(f, 0);
+                /* However it ends after that (killed, its --group drained),
+                 * a COMMAND stopped for not being ready makes the job
+                 * "not ready". */
+                if (state == LC_NOT_READY)
+                        return finished(f, LC_ACT_MARK_NOT_READY);
                 return same;
         case LC_START_FAILED:
                 return (struct lc_transition) { LC_DONE, 0 };

@@ -31,20 +31,26 @@ enum lc_event {
         _LC_EVENT_MAX,
 };
 
-/* What the supervisor does on a transition, in this order. */
+/* What the supervisor does on a transition, in this order. Every effect
+ * of a transition is one of these: the supervisor adds none of its own. */
 enum lc_action {
-        LC_ACT_PUBLISH = 1 << 0,        /* publish (the first time), or READY=1 again */
-        LC_ACT_TERMINATE = 1 << 1,      /* SIGTERM to COMMAND */
-        LC_ACT_KILL = 1 << 2,           /* SIGKILL to COMMAND */
-        LC_ACT_ARM_KILL = 1 << 3,       /* start the --kill-after clock, once */
-        LC_ACT_ARM_GRACE = 1 << 4,      /* the same, with a default when --kill-after is not given */
-        LC_ACT_TELL_STOPPING = 1 << 5,  /* STOPPING=1 to prebind's manager, once */
-        LC_ACT_TELL_RELOADING = 1 << 6, /* RELOADING=1, if published */
-        LC_ACT_GIVE_UP = 1 << 7,        /* say that the restart limit was hit */
-        LC_ACT_ARM_RESTART = 1 << 8,    /* start the --restart-delay clock */
-        LC_ACT_TERM_GROUP = 1 << 9,     /* --group: SIGTERM what is left of the exited COMMAND's group */
-        LC_ACT_KILL_GROUP = 1 << 10,    /* …and SIGKILL it */
-        LC_ACT_START = 1 << 11,         /* start a new COMMAND */
+        LC_ACT_SAY_NOT_READY = 1 << 0,  /* say what was not met in time, and the last lines */
+        LC_ACT_SAY_EXITED_UNREADY = 1 << 1, /* say that COMMAND exited before it was ready */
+        LC_ACT_MARK_NOT_READY = 1 << 2, /* the job ends "not ready" (124), however COMMAND ended */
+        LC_ACT_STOP_READINESS = 1 << 3, /* the wait is over: no timeout or probe is left */
+        LC_ACT_PUBLISH = 1 << 4,        /* publish (the first time), or READY=1 again */
+        LC_ACT_TERMINATE = 1 << 5,      /* SIGTERM to COMMAND */
+        LC_ACT_KILL = 1 << 6,           /* SIGKILL to COMMAND */
+        LC_ACT_ARM_KILL = 1 << 7,       /* start the --kill-after clock, once */
+        LC_ACT_ARM_GRACE = 1 << 8,      /* the same, with a default when --kill-after is not given */
+        LC_ACT_TELL_STOPPING = 1 << 9,  /* STOPPING=1 to prebind's manager, once */
+        LC_ACT_TELL_RELOADING = 1 << 10, /* RELOADING=1, if published */
+        LC_ACT_GIVE_UP = 1 << 11,       /* say that the restart limit was hit */
+        LC_ACT_ARM_RESTART = 1 << 12,   /* start the --restart-delay clock */
+        LC_ACT_TERM_GROUP = 1 << 13,    /* --group: SIGTERM what is left of the exited COMMAND's group */
+        LC_ACT_KILL_GROUP = 1 << 14,    /* …and SIGKILL it */
+        LC_ACT_COUNT_RESTART = 1 << 15, /* a --restart policy restart: it counts towards --restart-limit */
+        LC_ACT_START = 1 << 16,         /* start a new COMMAND */
 };
 
 /* What the supervisor knows when an event comes, for the transitions that
@@ -52,7 +58,7 @@ enum lc_action {
 struct lc_facts {
         bool needs_ready;       /* a new COMMAND waits for readiness conditions */
         bool restart_wanted;    /* --restart's policy, for the status COMMAND exited with */
-        bool restart_limit_hit; /* …but --restart-limit forbids one more now */
+        bool restart_limit_hit; /* …but --restart-limit forbids one more now (a query: nothing is counted) */
         bool restart_delay;     /* --restart-delay is not 0 */
         bool group_left;        /* --group: the exited COMMAND's group still has processes */
         bool kill_after;        /* --kill-after is given */

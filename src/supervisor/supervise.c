@@ -89,23 +89,26 @@ static int on_restart_timer(struct loop *l, int fd, uint32_t revents, void *user
         return 0;
 }
 
-/* Was this the restart too many? At most restart_burst restarts within
- * restart_interval, as systemd's StartLimitBurst=/StartLimitIntervalSec=. */
-static bool restart_limit_hit(struct supervisor *s) {
+/* Would one more restart be too many? At most restart_burst restarts
+ * within restart_interval, as systemd's StartLimitBurst=/
+ * StartLimitIntervalSec=. A query: count_restart() records one. */
+static bool restart_limit_hit(const struct supervisor *s) {
         const struct config *c = s->config;
-        uint64_t now;
+
+        return c->restart_burst > 0 && s->n_restarts == c->restart_burst &&
+               now_usec() - s->restarts[0] < c->restart_interval_usec;
+}
+
+static void count_restart(struct supervisor *s) {
+        const struct config *c = s->config;
 
         if (c->restart_burst == 0)
-                return false;
-        now = now_usec();
+                return;
         if (s->n_restarts == c->restart_burst) {
-                if (now - s->restarts[0] < c->restart_interval_usec)
-                        return true;
                 memmove(s->restarts, s->restarts + 1, (c->restart_burst - 1) * sizeof(uint64_t));
                 s->n_restarts--;
         }
-        s->restarts[s->n_restarts++] = now;
-        return false;
+        s->restarts[s->n_restarts++] = now_usec();
 }
 
 /* --group: does the exited COMMAND's process group still have members?
@@ -126,8 +129,7 @@ static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
                 .kill_after = c->kill_after_usec > 0,
         };
 
-        /* The limit counts restarts that happen: ask only when one would. */
-        if (event == LC_EXITED && f.restart_wanted && (s->state == LC_WAITING_READY || s->state == LC_RUNNING))
+        if (event == LC_EXITED && f.restart_wanted)
                 f.restart_limit_hit = restart_limit_hit(s);
         return f;
 }
@@ -222,6 +224,14 @@ static int act(struct supervisor *s, unsigned actions) {
         const struct config *c = s->config;
         int r;
 
+        if (actions & LC_ACT_SAY_NOT_READY)
+                log_not_ready(s);
+        if (actions & LC_ACT_SAY_EXITED_UNREADY)
+                log_error_exited_unready(s);
+        if (actions & LC_ACT_MARK_NOT_READY)
+                s->outcome.kind = OUTCOME_NOT_READY;
+        if (actions & LC_ACT_STOP_READINESS)
+                readiness_stop(s->job->readiness);
         if (actions & LC_ACT_PUBLISH && (r = job_publish(s->job, s->child)) < 0)
                 s->error = r;
         if (actions & LC_ACT_TERMINATE)
@@ -258,6 +268,8 @@ static int act(struct supervisor *s, unsigned actions) {
         }
         if (actions & LC_ACT_ARM_RESTART)
                 arm_timer(s, &s->restart_timer_fd, c->restart_delay_usec, on_restart_timer, "restart");
+        if (actions & LC_ACT_COUNT_RESTART)
+                count_restart(s);
         if (actions & LC_ACT_START) {
                 disarm_timer(s, &s->restart_timer_fd);
                 r = start_command(s);
@@ -272,23 +284,6 @@ static int act(struct supervisor *s, unsigned actions) {
         return -1;
 }
 
-/* What a transition means beyond its actions: messages, the outcome,
- * readiness left behind. */
-static void note_transition(struct supervisor *s, enum lc_event event, enum lc_state next) {
-        if (event == LC_READY_TIMEOUT && next == LC_NOT_READY)
-                log_not_ready(s);
-        if (event == LC_EXITED && s->state == LC_WAITING_READY && next == LC_DONE)
-                log_error_exited_unready(s);
-        /* However it ends after that (killed, its --group drained), a
-         * COMMAND stopped for not being ready makes the job "not ready". */
-        if (event == LC_EXITED && s->state == LC_NOT_READY)
-                s->outcome.kind = OUTCOME_NOT_READY;
-        /* Leaving the wait, however: no timeout or probe is left behind
-         * (a new COMMAND starts its own). */
-        if (s->state == LC_WAITING_READY && next != LC_WAITING_READY)
-                readiness_stop(s->job->readiness);
-}
-
 /* The one place where the state changes: the transition for event, its
  * actions, and those of any event the actions caused. */
 static void on_event(struct supervisor *s, enum lc_event event) {
@@ -299,7 +294,6 @@ static void on_event(struct supervisor *s, enum lc_event event) {
                 if (t.state != s->state || t.actions)
                         log_debug("%s: %s -> %s", lifecycle_event_name((enum lc_event) next),
                                   lifecycle_state_name(s->state), lifecycle_state_name(t.state));
-                note_transition(s, (enum lc_event) next, t.state);
                 s->state = t.state;
                 next = act(s, t.actions);
         }

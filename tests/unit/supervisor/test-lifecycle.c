@@ -36,6 +36,11 @@ struct expect {
 #define X_POLICY { EXIT_POLICY, 0, 0 }
 
 enum {
+        SAY_NOT_READY = LC_ACT_SAY_NOT_READY,
+        SAY_EXITED_UNREADY = LC_ACT_SAY_EXITED_UNREADY,
+        MARK_NOT_READY = LC_ACT_MARK_NOT_READY,
+        STOP_READINESS = LC_ACT_STOP_READINESS,
+        COUNT_RESTART = LC_ACT_COUNT_RESTART,
         PUBLISH = LC_ACT_PUBLISH,
         TERM = LC_ACT_TERMINATE,
         KILL = LC_ACT_KILL,
@@ -53,14 +58,15 @@ enum {
 /* Rows: states; columns: events, in the order of enum lc_event. */
 static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
         [LC_WAITING_READY] = {
-                [LC_READY] = X_TO(LC_RUNNING, PUBLISH),
-                [LC_READY_TIMEOUT] = X_TO(LC_NOT_READY, TERM | ARM_GRACE | TELL_STOPPING),
-                [LC_SHUTDOWN] = X_TO(LC_STOPPING, TELL_STOPPING | ARM_KILL),
-                [LC_RESTART_REQUEST] = X_TO(LC_RESTARTING, TERM | ARM_KILL),
+                [LC_READY] = X_TO(LC_RUNNING, STOP_READINESS | PUBLISH),
+                [LC_READY_TIMEOUT] = X_TO(LC_NOT_READY,
+                                          SAY_NOT_READY | STOP_READINESS | TERM | ARM_GRACE | TELL_STOPPING),
+                [LC_SHUTDOWN] = X_TO(LC_STOPPING, STOP_READINESS | TELL_STOPPING | ARM_KILL),
+                [LC_RESTART_REQUEST] = X_TO(LC_RESTARTING, STOP_READINESS | TERM | ARM_KILL),
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
                 [LC_EXITED] = X_POLICY,
-                [LC_START_FAILED] = X_TO(LC_DONE, 0),
+                [LC_START_FAILED] = X_TO(LC_DONE, STOP_READINESS),
                 [LC_GROUP_GONE] = X_SAME,
         },
         [LC_RUNNING] = {
@@ -89,9 +95,9 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_DONE, TELL_STOPPING),
-                [LC_RESTART_REQUEST] = X_STARTS(START),
+                [LC_RESTART_REQUEST] = X_STARTS(COUNT_RESTART | START),
                 [LC_KILL_TIMEOUT] = X_SAME,
-                [LC_RESTART_DUE] = X_STARTS(START),
+                [LC_RESTART_DUE] = X_STARTS(COUNT_RESTART | START),
                 [LC_EXITED] = X_SAME,
                 [LC_START_FAILED] = X_TO(LC_DONE, 0),
                 [LC_GROUP_GONE] = X_SAME,
@@ -114,7 +120,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_NOT_READY, KILL),
                 [LC_RESTART_DUE] = X_SAME,
-                [LC_EXITED] = X_FINISHES(0),
+                [LC_EXITED] = X_FINISHES(MARK_NOT_READY),
                 [LC_START_FAILED] = X_TO(LC_DONE, 0),
                 [LC_GROUP_GONE] = X_SAME,
         },
@@ -173,11 +179,8 @@ static struct lc_transition finishes(const struct lc_facts *f, unsigned actions)
         return (struct lc_transition) { LC_DRAINING, actions | TERM_GROUP | ARM_KILL };
 }
 
-/* prebind(1), --restart: an exit that nobody asked for ends prebind
- * unless the policy wants a restart; the limit gives up; a delay waits. */
-static struct lc_transition expected(enum lc_state s, enum lc_event e, const struct lc_facts *f) {
-        const struct expect *x = &table[s][e];
-
+/* A state and an event the table answers alone. */
+static struct lc_transition expected_from_table(enum lc_state s, const struct expect *x, const struct lc_facts *f) {
         switch (x->kind) {
         case SAME:
                 return (struct lc_transition) { s, 0 };
@@ -190,17 +193,38 @@ static struct lc_transition expected(enum lc_state s, enum lc_event e, const str
         case FINISHES:
                 return finishes(f, x->actions);
         case EXIT_POLICY:
-                if (!f->restart_wanted)
-                        return finishes(f, 0);
-                if (f->restart_limit_hit)
-                        return finishes(f, GIVE_UP);
-                if (f->restart_delay)
-                        return (struct lc_transition) { LC_RESTART_PENDING,
-                                                        term_group(f) | TELL_RELOADING | ARM_RESTART };
-                return (struct lc_transition) { started_state(f), term_group(f) | TELL_RELOADING | START };
+                break;
         }
         ck_abort_msg("bad table entry");
         return (struct lc_transition) { 0 };
+}
+
+/* prebind(1), --restart: an exit that nobody asked for ends prebind
+ * unless the policy wants a restart; the limit gives up; a delay waits.
+ * A COMMAND that was waiting for readiness and is not restarted "exited
+ * before it was ready"; whatever leaves the wait for readiness stops it. */
+static struct lc_transition exit_policy(enum lc_state s, const struct lc_facts *f) {
+        unsigned unready = s == LC_WAITING_READY ? SAY_EXITED_UNREADY : 0;
+
+        if (!f->restart_wanted)
+                return finishes(f, unready);
+        if (f->restart_limit_hit)
+                return finishes(f, unready | GIVE_UP);
+        if (f->restart_delay)
+                return (struct lc_transition) { LC_RESTART_PENDING, term_group(f) | TELL_RELOADING | ARM_RESTART };
+        return (struct lc_transition) { started_state(f), term_group(f) | TELL_RELOADING | COUNT_RESTART | START };
+}
+
+static struct lc_transition expected(enum lc_state s, enum lc_event e, const struct lc_facts *f) {
+        const struct expect *x = &table[s][e];
+        struct lc_transition t;
+
+        if (x->kind != EXIT_POLICY)
+                return expected_from_table(s, x, f);
+        t = exit_policy(s, f);
+        if (s == LC_WAITING_READY && t.state != LC_WAITING_READY)
+                t.actions |= STOP_READINESS;
+        return t;
 }
 
 START_TEST(test_every_pair_matches_the_table) {
@@ -233,22 +257,36 @@ START_TEST(test_readable_examples) {
         t = lifecycle_next(LC_RUNNING, LC_EXITED, &none);
         ck_assert(t.state == LC_DONE && t.actions == 0);
         t = lifecycle_next(LC_RUNNING, LC_EXITED, &always);
-        ck_assert(t.state == LC_RUNNING && t.actions == (LC_ACT_TELL_RELOADING | LC_ACT_START));
+        ck_assert(t.state == LC_RUNNING && t.actions == (LC_ACT_TELL_RELOADING | LC_ACT_COUNT_RESTART | LC_ACT_START));
         t = lifecycle_next(LC_RUNNING, LC_EXITED, &ready_always);
         ck_assert(t.state == LC_WAITING_READY && (t.actions & LC_ACT_START));
         t = lifecycle_next(LC_WAITING_READY, LC_EXITED, &delayed);
-        ck_assert(t.state == LC_RESTART_PENDING && t.actions == (LC_ACT_TELL_RELOADING | LC_ACT_ARM_RESTART));
+        ck_assert(t.state == LC_RESTART_PENDING &&
+                  t.actions == (LC_ACT_STOP_READINESS | LC_ACT_TELL_RELOADING | LC_ACT_ARM_RESTART));
+        /* The restart after the delay is the one that counts. */
+        t = lifecycle_next(LC_RESTART_PENDING, LC_RESTART_DUE, &none);
+        ck_assert(t.state == LC_RUNNING && t.actions == (LC_ACT_COUNT_RESTART | LC_ACT_START));
         t = lifecycle_next(LC_RUNNING, LC_EXITED, &limited);
         ck_assert(t.state == LC_DONE && t.actions == LC_ACT_GIVE_UP);
         /* SIGHUP skips the policy, the limit and the delay. */
         t = lifecycle_next(LC_RESTARTING, LC_EXITED, &none);
         ck_assert(t.state == LC_RUNNING && (t.actions & LC_ACT_START));
         t = lifecycle_next(LC_RESTARTING, LC_EXITED, &limited);
-        ck_assert(t.state == LC_RUNNING && !(t.actions & LC_ACT_GIVE_UP));
+        ck_assert(t.state == LC_RUNNING && !(t.actions & (LC_ACT_GIVE_UP | LC_ACT_COUNT_RESTART)));
+        /* Not ready in time: said (before the wait is stopped: the
+         * message names what was unmet), then COMMAND is stopped, and the
+         * job ends "not ready" however COMMAND ends. */
         t = lifecycle_next(LC_WAITING_READY, LC_READY_TIMEOUT, &none);
-        ck_assert(t.state == LC_NOT_READY && (t.actions & LC_ACT_TERMINATE));
+        ck_assert(t.state == LC_NOT_READY &&
+                  (t.actions & (LC_ACT_SAY_NOT_READY | LC_ACT_STOP_READINESS | LC_ACT_TERMINATE)) ==
+                          (LC_ACT_SAY_NOT_READY | LC_ACT_STOP_READINESS | LC_ACT_TERMINATE));
+        ck_assert(LC_ACT_SAY_NOT_READY < LC_ACT_STOP_READINESS);
         t = lifecycle_next(LC_NOT_READY, LC_EXITED, &always);
-        ck_assert(t.state == LC_DONE && t.actions == 0);
+        ck_assert(t.state == LC_DONE && t.actions == LC_ACT_MARK_NOT_READY);
+        t = lifecycle_next(LC_WAITING_READY, LC_EXITED, &none);
+        ck_assert(t.state == LC_DONE && t.actions == (LC_ACT_SAY_EXITED_UNREADY | LC_ACT_STOP_READINESS));
+        t = lifecycle_next(LC_RUNNING, LC_EXITED, &none);
+        ck_assert(!(t.actions & LC_ACT_SAY_EXITED_UNREADY));
         /* --group: the rest of the group is told to stop, and with
          * --kill-after waited for, then killed. */
         t = lifecycle_next(LC_RUNNING, LC_EXITED, &(struct lc_facts) { .group_left = true });
@@ -385,7 +423,7 @@ START_TEST(test_start_failed_always_ends) {
                 for (unsigned b = 0; b < N_FACTS; b++) {
                         struct lc_facts f = facts_of(b);
                         struct lc_transition t = lifecycle_next(s, LC_START_FAILED, &f);
-                        ck_assert(t.state == LC_DONE && t.actions == 0);
+                        ck_assert(t.state == LC_DONE && (t.actions & ~(unsigned) LC_ACT_STOP_READINESS) == 0);
                 }
 }
 END_TEST
