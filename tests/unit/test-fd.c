@@ -89,13 +89,7 @@ static void (*const children[])(void) = {
 };
 
 START_TEST(test_fd_range) {
-        pid_t pid = unit_fork();
-        int status;
-
-        if (pid == 0)
-                children[_i]();
-        status = unit_wait_bounded(pid);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "case %d: status %#x", _i, status);
+        unit_child_passes(children, _i);
 }
 END_TEST
 
