@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "compat.h"
+#include "fd.h"
 #include "log.h"
 
 static enum log_level current_level = LOG_LEVEL_INFO;
@@ -26,13 +27,13 @@ static struct {
         enum {
                 STDERR_BLOCKING,
                 STDERR_UNDECIDED, /* non-blocking; how is chosen at the first line */
-                STDERR_PRIVATE,   /* fd: a non-blocking open of the same pipe */
+                STDERR_WRITE,     /* write() does not wait: our own open of it, or a file */
                 STDERR_SOCKET,    /* send(MSG_DONTWAIT) */
                 STDERR_POLL,      /* poll(POLLOUT, 0) before each write */
         } mode;
-        int fd;
+        struct fd_writer writer;
         unsigned long dropped;
-} sink = { STDERR_BLOCKING, STDERR_FILENO, 0 };
+} sink = { .mode = STDERR_BLOCKING, .writer = { .fd = STDERR_FILENO } };
 
 static struct log_ratelimit *ratelimits; /* used so far, for log_flush() */
 
@@ -83,30 +84,13 @@ void log_stderr_nonblocking(void) {
  * saying that accept() has none left), and one that is out of fds
  * polls. */
 static void choose_nonblocking(void) {
-        struct stat st;
-        int fd;
-
-        if (fstat(STDERR_FILENO, &st) < 0) {
-                sink.mode = STDERR_POLL;
-                return;
-        }
-        if (S_ISSOCK(st.st_mode)) {
+        fd_writer_open(STDERR_FILENO, &sink.writer);
+        if (S_ISSOCK(sink.writer.type))
                 sink.mode = STDERR_SOCKET;
-                return;
-        }
-        /* Opening a pipe again through /proc makes a new open file
-         * description of it, ours alone. Refused for a pipe of another
-         * user (its inode is 0600), without /proc or without a free fd:
-         * poll instead, which another writer of the pipe can race. */
-        if (S_ISFIFO(st.st_mode)) {
-                fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-                if (fd >= 0) {
-                        sink.fd = fd;
-                        sink.mode = STDERR_PRIVATE;
-                        return;
-                }
-        }
-        sink.mode = STDERR_POLL;
+        else if (sink.writer.owned || S_ISREG(sink.writer.type))
+                sink.mode = STDERR_WRITE;
+        else
+                sink.mode = STDERR_POLL; /* which another writer of the pipe can race */
 }
 
 /* One whole line, or nothing: false if it would have blocked. Lines are
@@ -119,14 +103,14 @@ static bool write_line(const char *s, size_t n) {
                 choose_nonblocking();
         /* No event at all: it would block. POLLERR, POLLHUP: the write
          * fails at once, as it would have. */
-        p.fd = sink.fd;
+        p.fd = sink.writer.fd;
         if (sink.mode == STDERR_POLL && poll(&p, 1, 0) <= 0)
                 return false;
         do {
                 if (sink.mode == STDERR_SOCKET)
-                        k = send(sink.fd, s, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+                        k = send(sink.writer.fd, s, n, MSG_DONTWAIT | MSG_NOSIGNAL);
                 else
-                        k = write(sink.fd, s, n);
+                        k = write(sink.writer.fd, s, n);
         } while (k < 0 && errno == EINTR);
         if (k < 0 && errno == ENOTSOCK && sink.mode == STDERR_SOCKET) {
                 sink.mode = STDERR_POLL;
@@ -281,9 +265,9 @@ void log_flush(void) {
                 log_held(rl, log_ratelimit_take(rl, now, &elapsed), elapsed);
         (void) say_dropped();
         /* Nothing is left open at exit: the last lines poll fd 2. */
-        if (sink.mode == STDERR_PRIVATE) {
-                close(sink.fd);
-                sink.fd = STDERR_FILENO;
+        if (sink.writer.owned) {
+                close(sink.writer.fd);
+                sink.writer = (struct fd_writer) { .fd = STDERR_FILENO, .type = sink.writer.type };
                 sink.mode = STDERR_POLL;
         }
 }
