@@ -261,8 +261,11 @@ void log_ratelimited(struct log_ratelimit *rl, enum log_level level, const char 
 void log_flush(void) {
         uint64_t now = now_usec(), elapsed;
 
-        for (struct log_ratelimit *rl = ratelimits; rl; rl = rl->next)
-                log_held(rl, log_ratelimit_take(rl, now, &elapsed), elapsed);
+        for (struct log_ratelimit *rl = ratelimits; rl; rl = rl->next) {
+                unsigned held = log_ratelimit_take(rl, now, &elapsed);
+
+                log_held(rl, held, elapsed);
+        }
         (void) say_dropped();
         /* Nothing is left open at exit: the last lines poll fd 2. */
         if (sink.writer.owned) {
