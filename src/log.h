@@ -36,9 +36,10 @@ const char *log_shorten(const char *s, char *buf);
  * at once (a pipe whose reader stalls) is dropped, not waited for, and
  * counted; the next line that gets through is preceded by "N log lines
  * dropped: stderr was not writable". fd 2's open file description, which
- * COMMAND shares, is left as it is: a pipe is opened again, privately and
- * non-blocking; a socket is written with MSG_DONTWAIT; anything else is
- * polled first. Before that call, writes block (usage errors). */
+ * COMMAND shares, is left as it is (fd_writer_open(): a pipe or terminal
+ * is opened again, privately and non-blocking; a socket is written with
+ * MSG_DONTWAIT; a pipe that cannot be opened again is polled first).
+ * Before that call, writes block (usage errors). */
 void log_stderr_nonblocking(void);
 
 /* Lines that a peer can make prebind write as often as it likes (another
