@@ -5,6 +5,7 @@
 #include "config.h"
 #include "exitcode.h"
 #include "job.h"
+#include "log.h"
 
 /* A closed 0, 1 or 2 would be reused by the first socket, which COMMAND
  * would then take for stdin or stdout: fill the holes with /dev/null. */
@@ -40,6 +41,7 @@ int main(int argc, char *argv[]) {
         r = job_setup(&config, &job);
         if (r >= 0)
                 r = job_run(&job, &outcome);
+        log_flush();
         status = job_exit_status(&config, r, &outcome);
         job_done(&job);
         config_done(&config);

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "compat.h"
@@ -35,4 +37,25 @@ int fd_range(unsigned first, unsigned last, enum fd_action action) {
         }
         closedir(d);
         return 0;
+}
+
+void fd_writer_open(int fd, struct fd_writer *ret) {
+        struct fd_writer w = { .fd = fd };
+        char path[64];
+        struct stat st;
+        int own;
+
+        if (fstat(fd, &st) == 0)
+                w.type = st.st_mode & S_IFMT;
+        /* Opening a pipe or a terminal again makes a new open file
+         * description of it, ours alone. */
+        if (S_ISFIFO(w.type) || S_ISCHR(w.type)) {
+                snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+                own = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+                if (own >= 0) {
+                        w.fd = own;
+                        w.owned = true;
+                }
+        }
+        *ret = w;
 }

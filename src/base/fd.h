@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stdbool.h>
+#include <sys/types.h>
+
 /* What to do with each open fd of a range. */
 enum fd_action {
         FD_CLOSE,
@@ -12,3 +15,18 @@ enum fd_action {
  * else each fd listed in /proc/self/fd. For a child between fork and
  * exec as much as for prebind. Returns 0, or -errno when neither works. */
 int fd_range(unsigned first, unsigned last, enum fd_action action);
+
+/* A way to write to fd without waiting that leaves fd's open file
+ * description as it is (O_NONBLOCK lives there, and COMMAND shares it).
+ * fd: a non-blocking open of the same pipe or terminal through /proc
+ * (owned: the caller closes it), else the fd given. type: its file type
+ * (the S_IFMT bits; 0 if fstat failed). A socket is written with
+ * send(MSG_DONTWAIT); a regular file never waits; a pipe or terminal
+ * that could not be opened again (no /proc, another user's pipe: 0600,
+ * no fd left) waits unless the caller polls first. */
+struct fd_writer {
+        int fd;
+        mode_t type;
+        bool owned;
+};
+void fd_writer_open(int fd, struct fd_writer *ret);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 /* Verbosity: LOG_LEVEL_ERROR silences informational lines (-q),
  * LOG_LEVEL_DEBUG adds the details (-v). Errors are always printed. */
@@ -29,6 +31,52 @@ int log_error_errno(int err, const char *format, ...) __attribute__((format(prin
 #define LOG_QUOTE_MAX 200
 #define LOG_QUOTE_SIZE (LOG_QUOTE_MAX + 4)
 const char *log_shorten(const char *s, char *buf);
+
+/* From the start of the event loop on, a line that stderr cannot take
+ * at once (a pipe whose reader stalls) is dropped, not waited for, and
+ * counted; the next line that gets through is preceded by "N log lines
+ * dropped: stderr was not writable". fd 2's open file description, which
+ * COMMAND shares, is left as it is (fd_writer_open(): a pipe or terminal
+ * is opened again, privately and non-blocking; a socket is written with
+ * MSG_DONTWAIT; a pipe that cannot be opened again is polled first).
+ * Before that call, writes block (usage errors). */
+void log_stderr_nonblocking(void);
+
+/* Lines that a peer can make prebind write as often as it likes (another
+ * user's notifications, claims over the --intercept broker): the first
+ * LOG_RATELIMIT_BURST of each interval, then, with the next one after the
+ * interval or at log_flush(), one summary: "N more <what> in the last Ns".
+ * One static struct per call site:
+ *     static struct log_ratelimit rl = LOG_RATELIMIT_INIT("ignored notifications");
+ *     log_ratelimited(&rl, LOG_LEVEL_INFO, "ignoring ...", ...); */
+#define LOG_RATELIMIT_BURST 5
+#define LOG_RATELIMIT_INTERVAL_USEC (10 * 1000000ULL)
+struct log_ratelimit {
+        const char *what;
+        uint64_t begin_usec;  /* CLOCK_MONOTONIC: when this interval began */
+        unsigned printed;     /* lines printed in it */
+        unsigned held;        /* lines held back in it */
+        enum log_level level; /* of its lines: the summary's too */
+        bool used;            /* on the list that log_flush() summarises */
+        struct log_ratelimit *next;
+};
+#define LOG_RATELIMIT_INIT(w) { .what = (w) }
+
+void log_ratelimited(struct log_ratelimit *rl, enum log_level level, const char *format, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* The rate limiter's decision, for a line at now_usec: true to print it.
+ * *ret_held is the number of lines held back in an interval that has just
+ * ended, and *ret_elapsed_usec how long it lasted (0 and 0 if none). */
+bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t now_usec, unsigned *ret_held,
+                         uint64_t *ret_elapsed_usec);
+/* Ends the interval now: returns the lines held back in it. */
+unsigned log_ratelimit_take(struct log_ratelimit *rl, uint64_t now_usec, uint64_t *ret_elapsed_usec);
+
+/* At exit: the summaries still due, and the count of dropped lines if
+ * stderr takes it now; closes the private fd of stderr (later lines are
+ * still never waited for). */
+void log_flush(void);
 
 #define log_error(...) log_full(LOG_LEVEL_ERROR, 0, __VA_ARGS__)
 #define log_info(...)  log_full(LOG_LEVEL_INFO, 0, __VA_ARGS__)

@@ -210,6 +210,12 @@ static struct target_state *find_target(struct broker *b, uint32_t port, int typ
         return NULL;
 }
 
+/* Anyone may connect to the broker and ask, as often as they like
+ * (issue 19): what they make prebind say is rate-limited. */
+static struct log_ratelimit unknown_claims = LOG_RATELIMIT_INIT("claims of ports not intercepted");
+static struct log_ratelimit refused_claims = LOG_RATELIMIT_INIT("refused claims");
+static struct log_ratelimit reports = LOG_RATELIMIT_INIT("bind reports");
+
 static void handle_claim(struct broker *b, int conn, pid_t pid, const struct intercept_request *req) {
         struct target_state *t = find_target(b, req->port, req->type);
         union {
@@ -220,15 +226,16 @@ static void handle_claim(struct broker *b, int conn, pid_t pid, const struct int
         uint16_t port = 0;
 
         if (!t) {
-                log_debug("pid %d asked for port %u/%s, which is not intercepted", (int) pid, req->port,
-                          type_name(req->type));
+                log_ratelimited(&unknown_claims, LOG_LEVEL_DEBUG, "pid %d asked for port %u/%s, which is not intercepted",
+                                (int) pid, req->port, type_name(req->type));
                 remember(b, pid, req);
                 reply(conn, ENOENT, 0, -1);
                 return;
         }
         if (!process_descends_from(pid, b->command)) {
-                log_info("refused port %u to pid %d, which does not descend from COMMAND (pid %d)", req->port,
-                         (int) pid, (int) b->command);
+                log_ratelimited(&refused_claims, LOG_LEVEL_INFO,
+                                "refused port %u to pid %d, which does not descend from COMMAND (pid %d)", req->port,
+                                (int) pid, (int) b->command);
                 b->refused++;
                 b->refused_pid = pid;
                 reply(conn, EPERM, 0, -1);
@@ -261,11 +268,13 @@ static void handle_connection(struct broker *b, int conn) {
                         if (process_descends_from(cred.pid, b->command))
                                 remember(b, cred.pid, &req);
                         if (req.kind == INTERCEPT_DECOY)
-                                log_debug("pid %d bound %s port %u/%s again: given a private port of its own",
-                                          (int) cred.pid, req.address, req.port, type_name(req.type));
+                                log_ratelimited(&reports, LOG_LEVEL_DEBUG,
+                                                "pid %d bound %s port %u/%s again: given a private port of its own",
+                                                (int) cred.pid, req.address, req.port, type_name(req.type));
                         else
-                                log_debug("pid %d bound %s%s%u/%s (not intercepted)", (int) cred.pid, req.address,
-                                          req.port ? " port " : "", req.port, type_name(req.type));
+                                log_ratelimited(&reports, LOG_LEVEL_DEBUG, "pid %d bound %s%s%u/%s (not intercepted)",
+                                                (int) cred.pid, req.address, req.port ? " port " : "", req.port,
+                                                type_name(req.type));
                 }
         }
         forget_pending(b, conn);

@@ -99,6 +99,10 @@ struct forwarder {
 
 static void update_listening(struct forwarder *f);
 
+/* Any client can make these happen, as often as it likes (issue 19). */
+static struct log_ratelimit resets = LOG_RATELIMIT_INIT("forwarding resets");
+static struct log_ratelimit accept_errors = LOG_RATELIMIT_INIT("failed accepts");
+
 static void conn_close_fds(struct conn *c) {
         for (int x = 0; x < 2; x++) {
                 if (c->fd[x] >= 0) {
@@ -158,8 +162,8 @@ static void reset_fd(int fd) {
  * reset, so that its peer learns the connection broke and does not take
  * a truncated stream for a complete one. */
 static void conn_broken(struct conn *c, int x, int err) {
-        log_debug("forwarding: %s side: %s; resetting the %s", x == 0 ? "client" : "server", strerror(err),
-                  x == 0 ? "server" : "client");
+        log_ratelimited(&resets, LOG_LEVEL_DEBUG, "forwarding: %s side: %s; resetting the %s",
+                        x == 0 ? "client" : "server", strerror(err), x == 0 ? "server" : "client");
         c->f->stats.resets++;
         reset_fd(c->fd[1 - x]);
         conn_free(c);
@@ -306,8 +310,9 @@ static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *us
                         continue;
                 f->n_waiting--;
                 if (f->p.wait_usec && now - c->waiting_since >= f->p.wait_usec) {
-                        log_debug("forwarding: nothing listened on port %u inside for %.1fs; resetting the client",
-                                  (unsigned) f->p.port, (double) f->p.wait_usec / 1e6);
+                        log_ratelimited(&resets, LOG_LEVEL_DEBUG,
+                                        "forwarding: nothing listened on port %u inside for %.1fs; resetting the client",
+                                        (unsigned) f->p.port, (double) f->p.wait_usec / 1e6);
                         f->stats.refused++;
                         reset_fd(c->fd[0]);
                         c->state = CONN_CONNECTING;
@@ -415,7 +420,8 @@ static void conn_connect_next(struct conn *c) {
                         c->fd[1] = -1;
                         if (r == -EAFNOSUPPORT)
                                 continue;       /* no IPv6 in the kernel */
-                        log_debug("forwarding: cannot make a socket inside: %s", strerror(-r));
+                        log_ratelimited(&resets, LOG_LEVEL_DEBUG, "forwarding: cannot make a socket inside: %s",
+                                        strerror(-r));
                         break;
                 }
                 if (connect(c->fd[1], &addr.sa, len) == 0) {
@@ -437,7 +443,8 @@ static void conn_connect_next(struct conn *c) {
                 conn_wait(c);
                 return;
         }
-        log_debug("forwarding: nothing listens on port %u inside; resetting the client", (unsigned) f->p.port);
+        log_ratelimited(&resets, LOG_LEVEL_DEBUG, "forwarding: nothing listens on port %u inside; resetting the client",
+                        (unsigned) f->p.port);
         f->stats.refused++;
         reset_fd(c->fd[0]);
         conn_free(c);
@@ -491,7 +498,8 @@ static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userda
                         if (accept_failure_of(err) == ACCEPT_FAILURE_BACK_OFF) {
                                 /* Out of fds: stop accepting until a
                                  * connection ends, or for a while. */
-                                log_error_errno(err, "forwarding: cannot accept: %m");
+                                errno = err;
+                                log_ratelimited(&accept_errors, LOG_LEVEL_ERROR, "forwarding: cannot accept: %m");
                                 loop_remove(l, fd);
                                 f->listening = false;
                                 if (f->n_conns == 0)

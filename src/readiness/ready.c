@@ -174,9 +174,12 @@ static void extend_timeout(struct readiness *r, uint64_t usec) {
  * descended from it at the time it is read (a server whose worker reports
  * for it). Anyone else, even with a guessed socket name, is ignored. */
 static void hear_one(struct readiness *r, pid_t sender, const struct notify_message *m) {
+        /* Anyone may send them, as fast as they like (issue 19). */
+        static struct log_ratelimit ignored = LOG_RATELIMIT_INIT("ignored notifications");
+
         if (!process_descends_from(sender, r->child)) {
-                log_info("ignoring a notification from pid %d, which is not '%s' (pid %d)", (int) sender,
-                         command_name(r), (int) r->child);
+                log_ratelimited(&ignored, LOG_LEVEL_INFO, "ignoring a notification from pid %d, which is not '%s' (pid %d)",
+                                (int) sender, command_name(r), (int) r->child);
                 return;
         }
         if (m->status)

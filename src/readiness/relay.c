@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fd.h"
 #include "relay.h"
 
 /* A bigger pipe than the default 64 KiB absorbs COMMAND's bursts while
@@ -18,28 +19,16 @@
  * The default limit for anyone (fs/pipe-max-size) is 1 MiB. */
 #define RELAY_PIPE_SIZE (1024 * 1024)
 
-/* Our own non-blocking way to write to target_fd (see relay.h). */
+/* Our own non-blocking way to write to target_fd (see relay.h); without
+ * /proc, blocking writes, as COMMAND's own. */
 static void open_output(struct relay *r) {
-        char path[64];
-        struct stat st;
-        int fd;
+        struct fd_writer w;
 
-        r->out_fd = r->target_fd;
-        if (fstat(r->target_fd, &st) < 0)
-                return;
-        if (S_ISSOCK(st.st_mode)) {
-                r->out_socket = true;
-                return;
-        }
-        r->can_splice = S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode);
-        if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
-                return;         /* a regular file: writes do not wait */
-        snprintf(path, sizeof path, "/proc/self/fd/%d", r->target_fd);
-        fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return;         /* no /proc: blocking writes, as COMMAND's own */
-        r->out_fd = fd;
-        r->out_owned = true;
+        fd_writer_open(r->target_fd, &w);
+        r->out_fd = w.fd;
+        r->out_owned = w.owned;
+        r->out_socket = S_ISSOCK(w.type);
+        r->can_splice = S_ISFIFO(w.type) || S_ISREG(w.type);
 }
 
 int relay_open(struct relay *r, int target_fd, struct line_matcher *lines) {

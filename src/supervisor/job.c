@@ -435,6 +435,8 @@ int job_run(struct job *job, struct outcome *ret) {
         if (r < 0)
                 return log_error_errno(r, "cannot block signals: %m");
         job->signal_fd = r;
+        /* From here on, the event loop must not wait for stderr's reader. */
+        log_stderr_nonblocking();
         /* --group: the group's orphans come to prebind, whose reaping
          * then tells when the group is gone (LC_DRAINING). */
         if ((c->subreaper || (c->group && !c->accept)) && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)

@@ -292,6 +292,24 @@ def wait_for(predicate, timeout=TIMEOUT, interval=0.02):
         time.sleep(interval)
 
 
+def child_of(pid):
+    """The first child of pid, waited for (None if it has none in time)."""
+    def first():
+        try:
+            return int(open(f"/proc/{pid}/task/{pid}/children").read().split()[0])
+        except (FileNotFoundError, IndexError, ValueError):
+            return None
+    return wait_for(first)
+
+
+def environ_of(pid):
+    """The environment pid was started with ({} if it is gone)."""
+    try:
+        return dict(e.split("=", 1) for e in open(f"/proc/{pid}/environ").read().split("\0") if "=" in e)
+    except (FileNotFoundError, ProcessLookupError):
+        return {}
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)

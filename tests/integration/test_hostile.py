@@ -29,7 +29,7 @@ import types
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, public_prebind, run, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, child_of, environ_of, pid_alive, public_prebind, run, wait_for
 
 NOBODY = 65534
 WRAPPED = bool(os.environ.get("PREBIND_WRAPPER"))  # valgrind: fds and timing are not prebind's own
@@ -326,22 +326,6 @@ def fd_targets(pid):
         except FileNotFoundError:
             pass
     return targets
-
-
-def child_of(pid):
-    def first():
-        try:
-            return int(open(f"/proc/{pid}/task/{pid}/children").read().split()[0])
-        except (FileNotFoundError, IndexError, ValueError):
-            return None
-    return wait_for(first)
-
-
-def environ_of(pid):
-    try:
-        return dict(e.split("=", 1) for e in open(f"/proc/{pid}/environ").read().split("\0") if "=" in e)
-    except (FileNotFoundError, ProcessLookupError):
-        return {}
 
 
 class NotifyJob:

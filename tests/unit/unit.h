@@ -68,6 +68,22 @@ static inline int unit_wait_bounded(pid_t pid) {
         return -1;
 }
 
+/* Runs children[i] in a forked child, which exits 0 when its checks hold
+ * (another status names the one that failed); fails the test otherwise,
+ * or if it does not end in time. For the cases that change the process
+ * (its fds, its stderr) with a loop test over an array of them. */
+static inline void unit_child_passes(void (*const children[])(void), int i) {
+        pid_t pid = unit_fork();
+        int status;
+
+        if (pid == 0) {
+                children[i]();
+                exit(0);
+        }
+        status = unit_wait_bounded(pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "case %d: status %#x", i, status);
+}
+
 /* A scratch directory for one test: unit_dir_make() (a fixture's setup)
  * creates it under /tmp, unit_dir_remove() (its teardown) removes it with
  * all it holds; unit_path() names a file in it (the last four names

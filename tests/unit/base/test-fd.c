@@ -5,6 +5,8 @@
 #include <check.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fd.h"
@@ -81,21 +83,42 @@ static void child_empty_range(void) {
         exit(0);
 }
 
+/* fd_writer_open(): a pipe is opened again, non-blocking, and the
+ * shared description stays blocking; a file or a socket is used as it is. */
+static void child_writer(void) {
+        struct fd_writer w;
+        int p[2], s[2], file;
+
+        if (pipe2(p, O_CLOEXEC) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
+                exit(20);
+        fd_writer_open(p[1], &w);
+        if (!w.owned || w.fd == p[1] || !S_ISFIFO(w.type))
+                exit(21);
+        if (!(fcntl(w.fd, F_GETFL) & O_NONBLOCK) || (fcntl(p[1], F_GETFL) & O_NONBLOCK) || !is_cloexec(w.fd))
+                exit(22);
+        if (write(w.fd, "x", 1) != 1)
+                exit(23);
+        close(w.fd);
+        fd_writer_open(s[0], &w);
+        if (w.owned || w.fd != s[0] || !S_ISSOCK(w.type))
+                exit(24);
+        file = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+        fd_writer_open(file, &w);
+        if (w.owned || w.fd != file || !S_ISREG(w.type))
+                exit(25);
+        exit(0);
+}
+
 static void (*const children[])(void) = {
         child_close_above_keep,
         child_close_all_but_one,
         child_cloexec,
         child_empty_range,
+        child_writer,
 };
 
 START_TEST(test_fd_range) {
-        pid_t pid = unit_fork();
-        int status;
-
-        if (pid == 0)
-                children[_i]();
-        status = unit_wait_bounded(pid);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "case %d: status %#x", _i, status);
+        unit_child_passes(children, _i);
 }
 END_TEST
 

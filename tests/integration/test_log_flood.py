@@ -1,0 +1,234 @@
+"""Another user floods the notify socket (issue 19, point 3).
+
+Every datagram that is not COMMAND's used to write one line on stderr,
+without limit. With prebind's stderr a pipe whose reader stalls (a
+fixture's Popen(stderr=PIPE) that only reads stdout), prebind then
+blocked in write(2) and its whole loop stopped: no --ready-timeout, no
+SIGTERM, no reaping. Now the lines are rate-limited, and a write that
+would block is dropped and counted.
+
+The stall is real: the test fills the pipe once COMMAND runs (through a
+private, non-blocking open of it, so that the file description prebind
+and COMMAND share stays blocking), and reads it only once prebind has
+exited. The flood comes from another user."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import PREBIND, PYTHON, TIMEOUT, child_of, environ_of, public_prebind, wait_for
+
+NOBODY = 65534
+SLACK = 2.0  # seconds: how late prebind may act on a timeout or a signal
+WRAPPED = bool(os.environ.get("PREBIND_WRAPPER"))  # valgrind: slower
+if WRAPPED:
+    SLACK = 6.0
+
+# The other user: datagrams to prebind's notify socket until killed (or
+# for a bounded time).
+FLOODER = r"""
+import os, socket, sys, time
+address, seconds = sys.argv[1], float(sys.argv[2])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.setblocking(False)
+deadline = time.monotonic() + seconds
+n = 0
+while time.monotonic() < deadline:
+    try:
+        s.sendto(b"READY=1", "\0" + address[1:])
+        n += 1
+    except BlockingIOError:
+        time.sleep(0.001)
+    except OSError:  # ECONNREFUSED: prebind is gone
+        break
+print(n, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def nobody():
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to nobody")
+    return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+
+
+def drain(fd, timeout=5):
+    """Everything left in the pipe once prebind and COMMAND are gone."""
+    os.set_blocking(fd, False)
+    data, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            time.sleep(0.01)
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+class Flooded:
+    """prebind --ready (as root, or as nobody: then the private reopen of
+    a pipe root made is refused and prebind falls back to polling) with
+    a sleeper as COMMAND, stderr a pipe that the test fills and does not
+    read, and a flood of notifications from another user."""
+
+    def __init__(self, nobody, options, as_nobody=False):
+        kwargs = {}
+        prebind = PREBIND
+        if as_nobody:
+            prebind, kwargs = public_prebind(), nobody
+        self.read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        try:
+            self.p = subprocess.Popen([prebind, *options, "--", PYTHON, "-c", "import time; time.sleep(120)"],
+                                      stdout=subprocess.DEVNULL, stderr=write_fd, **kwargs)
+            self.filler = os.open(f"/proc/self/fd/{write_fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        finally:
+            os.close(write_fd)
+        self.flooders = []
+        self.nobody = nobody
+        self.as_nobody = as_nobody
+        child = child_of(self.p.pid)
+        assert child, "COMMAND did not start"
+        self.address = wait_for(lambda: environ_of(child).get("NOTIFY_SOCKET"))
+        assert self.address, "COMMAND has no NOTIFY_SOCKET"
+        self.fill()
+
+    def close_filler(self):
+        if self.filler is not None:
+            os.close(self.filler)
+            self.filler = None
+
+    def fill(self):
+        """Fill the pipe to the last byte without blocking (with empty
+        lines: what prebind writes after them starts a line)."""
+        for chunk in (4096, 1):
+            while True:
+                try:
+                    os.write(self.filler, b"\n" * chunk)
+                except BlockingIOError:
+                    break
+
+    def flood(self, seconds):
+        # The flooder is the other user: nobody against root's prebind,
+        # root against nobody's.
+        kwargs = {} if self.as_nobody else self.nobody
+        f = subprocess.Popen([PYTHON, "-c", FLOODER, self.address, str(seconds)], stdout=subprocess.PIPE,
+                             **kwargs)
+        self.flooders.append(f)
+        return f
+
+    def wait(self, bound):
+        """prebind's exit status, or None if it is still running after bound seconds."""
+        try:
+            return self.p.wait(timeout=bound)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self):
+        """Stop everything; what prebind left in the pipe."""
+        if self.p.poll() is None:
+            self.p.kill()  # SIGKILL: a prebind blocked in write(2) ignores nothing else
+            self.p.wait(timeout=TIMEOUT)
+        # The socket is gone with prebind: the flooders stop and report.
+        for f in self.flooders:
+            try:
+                out, _ = f.communicate(timeout=5)
+                f.sent = int(out)
+            except subprocess.TimeoutExpired:
+                f.kill()
+                f.communicate(timeout=TIMEOUT)
+                f.sent = None
+        self.close_filler()
+        err = drain(self.read_fd)
+        os.close(self.read_fd)
+        return err
+
+
+def sent(flooder):
+    if flooder.returncode is None:
+        out, _ = flooder.communicate(timeout=TIMEOUT)
+        flooder.sent = int(out)
+    return flooder.sent
+
+
+def check_stderr(err):
+    text = err.decode(errors="replace")
+    ours = [line for line in text.split("\n") if line.startswith("prebind: ")]
+    ignored = [line for line in ours if "ignoring a notification" in line]
+    assert len(ignored) <= 5, ours[:20]
+    assert len("\n".join(ours)) < 4096, ours[:20]
+    return ours
+
+
+@pytest.mark.parametrize("as_nobody", [False, True], ids=["root", "nobody"])
+def test_ready_timeout_is_honoured_during_a_flood_with_stderr_stalled(nobody, as_nobody):
+    job = Flooded(nobody, ["--ready", "--ready-timeout=3s"], as_nobody)
+    started = time.monotonic()
+    try:
+        flooder = job.flood(30)
+        status = job.wait(3 + SLACK)
+        elapsed = time.monotonic() - started
+    finally:
+        err = job.close()
+    assert status == 124, f"prebind still running {elapsed:.1f}s into a 3s --ready-timeout"
+    assert sent(flooder) > 100, "the flood was not read: prebind stalled"
+    check_stderr(err)
+
+
+@pytest.mark.parametrize("as_nobody", [False, True], ids=["root", "nobody"])
+def test_sigterm_is_honoured_during_a_flood_with_stderr_stalled(nobody, as_nobody):
+    job = Flooded(nobody, ["--ready=120s"], as_nobody)
+    try:
+        flooder = job.flood(30)
+        # Until well after the pipe would have filled with the lines of
+        # an unlimited log (about 800 lines fill 64 KiB).
+        assert wait_for(lambda: flooder.poll() is not None, timeout=1.5) is False
+        job.p.send_signal(signal.SIGTERM)
+        status = job.wait(SLACK)
+    finally:
+        err = job.close()
+    assert status == 128 + signal.SIGTERM, "SIGTERM not acted on within 2s during the flood"
+    assert sent(flooder) > 100, "the flood was not read: prebind stalled"
+    check_stderr(err)
+
+
+def test_flood_is_summarised_and_dropped_lines_are_said_once_the_pipe_drains(nobody):
+    """The pipe stalls, then drains: the lines that could not be written
+    are counted and said, and the rate limiter's count comes at exit."""
+    job = Flooded(nobody, ["--ready=120s"])
+    try:
+        flooder = job.flood(2)
+        n = sent(flooder)
+        assert n > 100, "the flood was not read: prebind stalled"
+        # Drain what COMMAND wrote: from now on prebind can write.
+        fd = job.read_fd
+        os.set_blocking(fd, False)
+        got = b""
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            got += chunk
+        assert got.count(b"\n") >= 4096
+        job.close_filler()
+        job.p.send_signal(signal.SIGTERM)
+        status = job.wait(SLACK)
+    finally:
+        err = job.close()
+    assert status == 128 + signal.SIGTERM
+    ours = check_stderr(got + err)
+    assert any("log lines dropped: stderr was not writable" in line or
+               "log line dropped: stderr was not writable" in line for line in ours), ours
+    summaries = [re.search(r"prebind: (\d+) more ignored notifications in the last (\d+)s$", line) for line in ours]
+    summaries = [m for m in summaries if m]
+    assert len(summaries) == 1, ours
+    held, seconds = map(int, summaries[0].groups())
+    # All but the first 5 of the flood, within the one interval it lasted.
+    assert held > 100 and held <= n and 1 <= seconds <= 10, ours
