@@ -404,10 +404,9 @@ static int run_in_place(struct job *job, struct outcome *ret) {
         struct spawn_plan plan = job_spawn_plan(job);
         int r;
 
-        /* A reader gone from stdout must give EPIPE and exit 125, not
-         * kill prebind; COMMAND gets SIGPIPE back by the reset in
+        /* SIGPIPE is ignored since main(): a reader gone from stdout gives
+         * EPIPE and 125; COMMAND gets SIGPIPE back by the reset in
          * spawn_exec_in_place(). */
-        signal(SIGPIPE, SIG_IGN);
         /* The sockets listen: as far as a manager is concerned, the service
          * is ready (connections queue until COMMAND accepts). */
         r = job_publish(job, getpid());
