@@ -96,6 +96,17 @@ static int check_sockets(const struct job *job) {
                           "to prebind", job->n_sockets);
                 return -EINVAL;
         }
+        /* config_parse_argv() checked that fd N is open, not what it is:
+         * one of the sockets prebind was passed (LISTEN_FDS, fds from 3)
+         * would get the addresses written into it, be closed and yet be
+         * published and passed on (issue 20). */
+        for (size_t i = 0; c->port_fd >= 0 && i < job->n_sockets; i++)
+                if (job->sockets[i].fd == c->port_fd) {
+                        log_error("--port-fd=%d: fd %d is a socket passed to prebind (LISTEN_FDS, name '%s'), "
+                                  "which prebind passes on: give --port-fd another fd", c->port_fd, c->port_fd,
+                                  job->sockets[i].name);
+                        return -EINVAL;
+                }
         for (size_t i = 0; c->accept && i < job->n_sockets; i++) {
                 int listening = 0;
                 socklen_t len = sizeof listening;

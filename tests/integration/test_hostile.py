@@ -176,6 +176,13 @@ CASES = [
     ("accept-inherited-socketpair", ["--accept"], one("socketpair"), "--accept takes listening stream sockets only"),
     ("inetd-two-inherited", ["--inetd"], activated(["tcp", "tcp"], {"LISTEN_FDS": "2"}),
      "--inetd without --accept passes one socket"),
+    # --port-fd naming one of the sockets prebind was passed: it would be
+    # written into, closed, and still published and passed on
+    ("port-fd-inherited-socket", ["--port-fd=3"], one("tcp"),
+     "--port-fd=3: fd 3 is a socket passed to prebind (LISTEN_FDS, name 'unknown')"),
+    ("port-fd-second-inherited-socket", ["--port-fd=4"],
+     activated(["tcp", "udp"], {"LISTEN_FDS": "2", "LISTEN_FDNAMES": "web:dns"}),
+     "--port-fd=4: fd 4 is a socket passed to prebind (LISTEN_FDS, name 'dns')"),
 ]
 
 
