@@ -144,14 +144,14 @@ static void format_json(FILE *f, const struct bound_socket *sockets, size_t n, p
         fputs("]}\n", f);
 }
 
-/* Values are written bare when a shell and a CI environment file (which
- * takes the rest of the line literally) read them alike; otherwise they
- * are single-quoted for the shell. */
-static void env_value(FILE *f, const char *value) {
+void shell_quote(FILE *f, const char *value, enum shell_place place) {
+        /* '[' and ']' are glob characters in a word, but not in the value
+         * of an assignment (no pathname expansion there). */
+        const char *safe = place == SHELL_ASSIGNMENT ? "@%+=:,./_-[]" : "@%+=:,./_-";
         bool bare = *value != '\0';
 
         for (const char *p = value; *p && bare; p++)
-                bare = isalnum((unsigned char) *p) || strchr("@%+=:,./_-[]", *p);
+                bare = isalnum((unsigned char) *p) || strchr(safe, *p);
         if (bare) {
                 fputs(value, f);
                 return;
@@ -168,7 +168,9 @@ static void env_value(FILE *f, const char *value) {
 
 static void env_line(FILE *f, const char *prefix, const char *key, const char *value) {
         fprintf(f, "%s%s=", prefix, key);
-        env_value(f, value);
+        /* Bare when a shell and a CI environment file (which takes the
+         * rest of the line literally) read the value alike. */
+        shell_quote(f, value, SHELL_ASSIGNMENT);
         fputc('\n', f);
 }
 

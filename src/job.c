@@ -125,7 +125,7 @@ static int check_sockets(const struct job *job) {
 static int expand(const struct job *job, const char *what, const char *text, char **ret) {
         char quoted[LOG_QUOTE_SIZE], quoted_at[LOG_QUOTE_SIZE];
         size_t offset = 0;
-        int r = template_expand(text, job->sockets, job->n_sockets, ret, &offset);
+        int r = template_expand(text, job->sockets, job->n_sockets, TEMPLATE_VERBATIM, ret, &offset);
         const char *t = log_shorten(text, quoted), *at = log_shorten(text + offset, quoted_at);
 
         switch (r) {
