@@ -46,6 +46,18 @@ enum socket_field socket_field_from_string(const char *s, size_t len);
 const char *socket_field_format(const struct bound_socket *sockets, size_t index, enum socket_field field,
                                 char *buf, size_t size);
 
+/* The length of the well-formed UTF-8 sequence that s starts with (1-4;
+ * RFC 3629: no overlong form, no surrogate, nothing above U+10FFFF), or 0
+ * when s starts with none (or with the NUL). Reads no further than the
+ * first byte that does not fit. */
+size_t utf8_sequence_length(const char *s);
+
+/* s as a JSON string, quotes included, always valid UTF-8: '"', '\\' and
+ * control characters escaped, well-formed UTF-8 written as it is, and
+ * each byte that is not part of it (0x80-0xff) as \udcXX, the lone
+ * surrogate that Python's surrogateescape maps back to that byte. */
+void json_string(FILE *f, const char *s);
+
 /* Where a shell reads a quoted value: a word of a command, or the value
  * of an assignment (NAME=value). */
 enum shell_place {
