@@ -288,6 +288,20 @@ static int setup_intercept(struct job *job) {
         }
         if ((r = intercept_targets(job, targets)) < 0)
                 return r;
+        /* An intercepted socket reaches COMMAND through its bind() only,
+         * not in LISTEN_FDS too, as with --netns: a server that uses
+         * inherited sockets when there are any (sd_listen_fds(),
+         * go-systemd) would serve on it without a bind(), and the claim
+         * publishing waits for would never come (issue 20). */
+        job->n_passed = 0;
+        for (size_t i = 0; i < job->n_sockets; i++) {
+                bool intercepted = false;
+
+                for (size_t k = 0; k < c->n_intercepts; k++)
+                        intercepted = intercepted || targets[k].fd == job->sockets[i].fd;
+                if (!intercepted)
+                        job->passed[job->n_passed++] = job->sockets[i];
+        }
         /* Not found or not executable: left to exec, which reports 126/127. */
         if (command_resolve(job->command[0], environ, &path) >= 0 && preload_check_program(path, &reason) < 0) {
                 log_error("--intercept: '%s' %s", path, reason);
