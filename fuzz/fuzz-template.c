@@ -150,7 +150,7 @@ static char *expected(const char *text, size_t n) {
 static void check(const char *text, size_t n) {
         char *result = NULL, *want = expected(text, n);
         size_t offset = (size_t)-1;
-        int r = template_expand(text, sockets, n, &result, &offset);
+        int r = template_expand(text, sockets, n, TEMPLATE_VERBATIM, &result, &offset);
 
         if (r == 0) {
                 if (!want)

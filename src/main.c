@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -33,6 +34,11 @@ int main(int argc, char *argv[]) {
         struct outcome outcome = { OUTCOME_EXITED, 0 };
         int r, status;
 
+        /* First thing: a reader gone from stderr or stdout (a usage error
+         * piped to a closed pager, --print to a reader that quit) must give
+         * EPIPE and 125, never kill prebind with SIGPIPE (exit 141). Every
+         * child gets the default back before exec (signals_reset()). */
+        signal(SIGPIPE, SIG_IGN);
         if (ensure_std_fds() < 0)
                 return EXIT_PREBIND_FAILED;
         r = config_parse_argv(argc, argv, &config);

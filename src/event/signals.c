@@ -38,15 +38,20 @@ struct signal_verdict signal_classify(const struct signalfd_siginfo *si, bool co
  * through by the kernel and still kills prebind, while the same signal
  * sent with kill() is forwarded like any other. */
 int signals_block_all(void) {
+        bool blocked[NSIG] = {};
         sigset_t mask;
         int fd;
 
         sigemptyset(&mask);
         for (int sig = 1; sig < NSIG; sig++)
-                if (sig != SIGKILL && sig != SIGSTOP && prebind_sigaddset(&mask, sig) == 0)
-                        signal(sig, SIG_DFL);
+                blocked[sig] = sig != SIGKILL && sig != SIGSTOP && prebind_sigaddset(&mask, sig) == 0;
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return -errno;
+        /* Blocked first, defaults after: SIGPIPE, ignored since main(),
+         * is never at its default while it could be delivered. */
+        for (int sig = 1; sig < NSIG; sig++)
+                if (blocked[sig])
+                        signal(sig, SIG_DFL);
         fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         return fd < 0 ? -errno : fd;
 }

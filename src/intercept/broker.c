@@ -365,6 +365,6 @@ void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
                 (void) append(buf, size, len, " (%u claim%s refused to pid %d, which does not descend from it)",
                               b->refused, b->refused == 1 ? "" : "s", (int) b->refused_pid);
         else if (b->n_reports == 0)
-                (void) append(buf, size, len, " (it never called bind() through the C library: a static or Go "
-                              "program makes raw system calls, see --netns)");
+                (void) append(buf, size, len, " (no bind() of a port reached the interposer; static and Go "
+                              "programs bypass it with raw system calls: see --netns)");
 }

@@ -49,7 +49,7 @@ int broker_dispatch(struct broker *b);
 bool broker_all_claimed(const struct broker *b);
 
 /* Why not, in one phrase for "prebind: 'CMD' … within 90s": "did not
- * claim port 6379/tcp (it bound 0.0.0.0:6380/tcp instead)", or "(it
- * never called bind() through the C library…)". Empty when all are
- * claimed. */
+ * claim port 6379/tcp (it bound 0.0.0.0:6380/tcp instead)", or "(no
+ * bind() of a port reached the interposer…)": only what was seen. Empty when all
+ * are claimed. */
 void broker_describe_unmet(const struct broker *b, char *buf, size_t size);

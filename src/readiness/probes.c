@@ -325,7 +325,9 @@ static int setup_exec(struct probes *p, const struct bound_socket *sockets, size
         size_t offset = 0, n_kept = 0;
         int r;
 
-        r = template_expand(command, sockets, n, &p->exec_command, &offset);
+        /* sh -c reads the command: each value is quoted as one word, so a
+         * path with a space or "$(…)" in it is a path, never shell code. */
+        r = template_expand(command, sockets, n, TEMPLATE_SHELL, &p->exec_command, &offset);
         if (r == -ENOMEM)
                 return log_error_errno(r, "out of memory");
         if (r < 0) {

@@ -39,12 +39,12 @@ static void *symbol(const char *name) {
 
 int sd_listen_fds_with_names_lazy(char ***names) {
         int (*fn)(int, char ***);
-        const char *pid = getenv("LISTEN_PID");
-        char self[32];
+        const char *text = getenv("LISTEN_PID");
+        pid_t pid;
 
-        /* The check sd_listen_fds() makes first: not ours, nothing to load. */
-        snprintf(self, sizeof self, "%d", (int) getpid());
-        if (!pid || strcmp(pid, self) != 0) {
+        /* The check sd_listen_fds() makes first, by its own number rule:
+         * not ours (or no pid at all), nothing to load. */
+        if (!text || sdproto_parse_pid(text, &pid) < 0 || pid != getpid()) {
                 *names = NULL;
                 return 0;
         }

@@ -2,34 +2,126 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "parse.h"
 #include "sdproto.h"
 
-int sdproto_listen_fds_count(const char *listen_pid, const char *listen_fds, pid_t self) {
-        char self_text[32];
-        unsigned long n;
-        int r;
+/* What libsystemd (v252, src/basic/parse-util.c) reads in LISTEN_FDS and
+ * LISTEN_PID, written again: its safe_atoi() and safe_atolu() skip blanks
+ * (" \t\n\r"), take Python's "0b" and "0o" prefixes themselves, then
+ * hand the rest to strtol() or strtoul() with base 0 (2 or 8 after a
+ * prefix), which skips isspace() again, takes a sign, "0x" (base 0
+ * only) and a leading 0 as octal. This is strtol()'s rule in the C
+ * locale, without calling it: the static build's libc need not agree.
+ * Returns 0, or -EINVAL when no digit was read or something follows the
+ * digits; *ret is filled in either way (strtol()'s ERANGE comes first). */
+struct number {
+        unsigned long magnitude;        /* saturated at ULONG_MAX */
+        bool negative;
+        bool overflow;                  /* more than an unsigned long */
+        const char *rest;               /* after systemd's blanks and prefix: its check for '-' */
+};
 
-        snprintf(self_text, sizeof self_text, "%d", (int) self);
-        if (!listen_pid || strcmp(listen_pid, self_text) != 0)
+static int digit_value(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'z')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'Z')
+                return c - 'A' + 10;
+        return 99;
+}
+
+static int parse_systemd_number(const char *s, struct number *ret) {
+        struct number n = {};
+        unsigned base = 0;
+        const char *digits;
+
+        s += strspn(s, " \t\n\r");
+        if (s[0] == '0' && (s[1] == 'b' || s[1] == 'B'))
+                base = 2, s += 2;
+        else if (s[0] == '0' && (s[1] == 'o' || s[1] == 'O'))
+                base = 8, s += 2;
+        n.rest = s;
+        /* strtol() from here. */
+        s += strspn(s, " \t\n\v\f\r");
+        if (*s == '+' || *s == '-')
+                n.negative = *s++ == '-';
+        if (base == 0 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && digit_value(s[2]) < 16)
+                base = 16, s += 2;
+        else if (base == 0)
+                base = s[0] == '0' ? 8 : 10;
+        for (digits = s; digit_value(*s) < (int) base; s++) {
+                unsigned long d = (unsigned long) digit_value(*s);
+
+                if (n.magnitude > (ULONG_MAX - d) / base)
+                        n.overflow = true, n.magnitude = ULONG_MAX;
+                else if (!n.overflow)
+                        n.magnitude = n.magnitude * base + d;
+        }
+        *ret = n;
+        return s == digits || *s != '\0' ? -EINVAL : 0;
+}
+
+int sdproto_parse_listen_fds(const char *s, int *ret) {
+        struct number n;
+        int r = parse_systemd_number(s, &n);
+
+        /* safe_atoi(): strtol()'s ERANGE (beyond a long) comes before
+         * anything after the digits; a long that is no int is -ERANGE. */
+        if (n.overflow || n.magnitude > (unsigned long) LONG_MAX + n.negative)
+                return -ERANGE;
+        if (r < 0)
+                return r;
+        if (n.magnitude > (unsigned long) INT_MAX + n.negative)
+                return -ERANGE;
+        *ret = n.negative ? (int) -(long) (n.magnitude - 1) - 1 : (int) n.magnitude;
+        return 0;
+}
+
+int sdproto_parse_pid(const char *s, pid_t *ret) {
+        struct number n;
+        unsigned long value;
+        int r = parse_systemd_number(s, &n);
+
+        /* safe_atolu() then parse_pid(): strtoul() wraps a negative
+         * number, refused only when systemd's own '-' check sees it. */
+        if (n.overflow)
+                return -ERANGE;
+        if (r < 0)
+                return r;
+        value = n.negative ? 0UL - n.magnitude : n.magnitude;
+        if (value != 0 && n.rest[0] == '-')
+                return -ERANGE;
+        if ((unsigned long) (pid_t) value != value || (pid_t) value <= 0)
+                return -ERANGE;
+        *ret = (pid_t) value;
+        return 0;
+}
+
+int sdproto_listen_fds_count(const char *listen_pid, const char *listen_fds, pid_t self) {
+        pid_t pid;
+        int n, r;
+
+        /* A LISTEN_PID that is not a number is "not ours", as one of
+         * another process (libsystemd would say -EINVAL; src/sd.c never
+         * asks it then). */
+        if (!listen_pid || sdproto_parse_pid(listen_pid, &pid) < 0 || pid != self)
                 return 0;
         if (!listen_fds)
                 return 0;
-        /* As libsystemd: more than an int is -ERANGE; then "n <= 0 ||
-         * n > INT_MAX - SD_LISTEN_FDS_START" is -EINVAL, so that the last
-         * fd number still fits an int. */
-        r = parse_uint(listen_fds, 0, INT_MAX, &n);
+        r = sdproto_parse_listen_fds(listen_fds, &n);
         if (r < 0)
                 return r;
-        if (n == 0 || n > INT_MAX - SDPROTO_LISTEN_FDS_START)
+        /* As libsystemd: the last fd number must still fit an int. */
+        if (n <= 0 || n > INT_MAX - SDPROTO_LISTEN_FDS_START)
                 return -EINVAL;
-        return (int) n;
+        return n;
 }
 
 static void names_free(char **names) {

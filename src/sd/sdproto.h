@@ -15,13 +15,19 @@
 /* The first passed fd (SD_LISTEN_FDS_START). */
 #define SDPROTO_LISTEN_FDS_START 3
 
+/* LISTEN_FDS and LISTEN_PID as libsystemd 252 reads them (safe_atoi(),
+ * parse_pid()), so that the static build and the dynamic one agree on
+ * every value: blanks before the number, a sign, "0x" hex, a leading 0
+ * as octal ("010" is 8), Python's "0b" and "0o". -ERANGE beyond an int
+ * (a pid: beyond pid_t, or not positive), -EINVAL for anything else. */
+int sdproto_parse_listen_fds(const char *s, int *ret);
+int sdproto_parse_pid(const char *s, pid_t *ret);
+
 /* How many fds LISTEN_PID and LISTEN_FDS (NULL when unset) pass to the
- * process self: n > 0; 0 when they are not for self (LISTEN_PID unset, or
- * not self's pid in decimal, garbage included, as src/sd.c always
- * treated it) or LISTEN_FDS is unset; -ERANGE when LISTEN_FDS is more
- * than an int; -EINVAL when it is not a decimal number in 1..INT_MAX-3
- * (libsystemd also takes "0x…" and leading blanks; no activator writes
- * those). */
+ * process self: n > 0; 0 when they are not for self (LISTEN_PID unset,
+ * not a pid, garbage included, as src/sd.c always treated it, or
+ * another's) or LISTEN_FDS is unset; -ERANGE when LISTEN_FDS is more
+ * than an int; -EINVAL when it is no number or not in 1..INT_MAX-3. */
 int sdproto_listen_fds_count(const char *listen_pid, const char *listen_fds, pid_t self);
 
 /* LISTEN_FDNAMES (NULL when unset) for n fds: n names split at every ':'

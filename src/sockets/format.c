@@ -100,16 +100,58 @@ const char *socket_field_format(const struct bound_socket *sockets, size_t index
         }
 }
 
-static void json_string(FILE *f, const char *s) {
+size_t utf8_sequence_length(const char *s) {
+        const unsigned char *p = (const unsigned char *) s;
+        unsigned char low = 0x80, high = 0xbf; /* the second byte's range */
+        size_t len;
+
+        /* RFC 3629, section 4: the second byte's range excludes overlong
+         * forms (E0, F0), UTF-16 surrogates (ED) and more than U+10FFFF
+         * (F4); C0, C1 and F5-FF never start a sequence. */
+        if (p[0] < 0x80)
+                return p[0] ? 1 : 0;
+        if (p[0] >= 0xc2 && p[0] <= 0xdf)
+                len = 2;
+        else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+                len = 3;
+                low = p[0] == 0xe0 ? 0xa0 : 0x80;
+                high = p[0] == 0xed ? 0x9f : 0xbf;
+        } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+                len = 4;
+                low = p[0] == 0xf0 ? 0x90 : 0x80;
+                high = p[0] == 0xf4 ? 0x8f : 0xbf;
+        } else
+                return 0;
+        if (p[1] < low || p[1] > high)
+                return 0;
+        for (size_t i = 2; i < len; i++)
+                if (p[i] < 0x80 || p[i] > 0xbf)
+                        return 0;
+        return len;
+}
+
+void json_string(FILE *f, const char *s) {
         fputc('"', f);
-        for (; *s; s++) {
+        while (*s) {
                 unsigned char c = (unsigned char) *s;
+                size_t len = utf8_sequence_length(s);
+
                 if (c == '"' || c == '\\')
                         fprintf(f, "\\%c", c);
                 else if (c < 0x20 || c == 0x7f)
                         fprintf(f, "\\u%04x", c);
-                else
-                        fputc(c, f);
+                else if (len == 0)
+                        /* Not UTF-8 (a unix path is bytes): a lone low
+                         * surrogate per byte, as Python's surrogateescape
+                         * writes it; json.loads() and os.fsencode() give
+                         * the bytes back. The output stays UTF-8. */
+                        fprintf(f, "\\udc%02x", c);
+                else {
+                        fwrite(s, 1, len, f);
+                        s += len;
+                        continue;
+                }
+                s++;
         }
         fputc('"', f);
 }
@@ -144,14 +186,14 @@ static void format_json(FILE *f, const struct bound_socket *sockets, size_t n, p
         fputs("]}\n", f);
 }
 
-/* Values are written bare when a shell and a CI environment file (which
- * takes the rest of the line literally) read them alike; otherwise they
- * are single-quoted for the shell. */
-static void env_value(FILE *f, const char *value) {
+void shell_quote(FILE *f, const char *value, enum shell_place place) {
+        /* '[' and ']' are glob characters in a word, but not in the value
+         * of an assignment (no pathname expansion there). */
+        const char *safe = place == SHELL_ASSIGNMENT ? "@%+=:,./_-[]" : "@%+=:,./_-";
         bool bare = *value != '\0';
 
         for (const char *p = value; *p && bare; p++)
-                bare = isalnum((unsigned char) *p) || strchr("@%+=:,./_-[]", *p);
+                bare = isalnum((unsigned char) *p) || strchr(safe, *p);
         if (bare) {
                 fputs(value, f);
                 return;
@@ -168,7 +210,9 @@ static void env_value(FILE *f, const char *value) {
 
 static void env_line(FILE *f, const char *prefix, const char *key, const char *value) {
         fprintf(f, "%s%s=", prefix, key);
-        env_value(f, value);
+        /* Bare when a shell and a CI environment file (which takes the
+         * rest of the line literally) read the value alike. */
+        shell_quote(f, value, SHELL_ASSIGNMENT);
         fputc('\n', f);
 }
 

@@ -35,7 +35,8 @@ static int find_socket(const char *ref, size_t len, const struct bound_socket *s
         return -ENOENT;
 }
 
-static int expand_one(FILE *out, const char *body, size_t len, const struct bound_socket *sockets, size_t n) {
+static int expand_one(FILE *out, const char *body, size_t len, const struct bound_socket *sockets, size_t n,
+                      enum template_quoting quoting) {
         /* The field is after the last '.': names may hold dots themselves. */
         const char *dot = memrchr(body, '.', len);
         const char *field_text = dot ? dot + 1 : body;
@@ -53,12 +54,16 @@ static int expand_one(FILE *out, const char *body, size_t len, const struct boun
         field = socket_field_from_string(field_text, len - (size_t) (field_text - body));
         if (field < 0)
                 return -EBADR;
-        fputs(socket_field_format(sockets, index, field, buf, sizeof buf), out);
+        socket_field_format(sockets, index, field, buf, sizeof buf);
+        if (quoting == TEMPLATE_SHELL)
+                shell_quote(out, buf, SHELL_WORD);
+        else
+                fputs(buf, out);
         return 0;
 }
 
-int template_expand(const char *text, const struct bound_socket *sockets, size_t n, char **ret,
-                    size_t *ret_error_offset) {
+int template_expand(const char *text, const struct bound_socket *sockets, size_t n, enum template_quoting quoting,
+                    char **ret, size_t *ret_error_offset) {
         char *result = NULL;
         size_t size = 0;
         const char *p = text;
@@ -90,7 +95,7 @@ int template_expand(const char *text, const struct bound_socket *sockets, size_t
                         r = -EINVAL;
                         break;
                 }
-                r = expand_one(out, p + 1, (size_t) (close - p - 1), sockets, n);
+                r = expand_one(out, p + 1, (size_t) (close - p - 1), sockets, n, quoting);
                 if (r < 0)
                         break;
                 p = close + 1;

@@ -96,6 +96,17 @@ static int check_sockets(const struct job *job) {
                           "to prebind", job->n_sockets);
                 return -EINVAL;
         }
+        /* config_parse_argv() checked that fd N is open, not what it is:
+         * one of the sockets prebind was passed (LISTEN_FDS, fds from 3)
+         * would get the addresses written into it, be closed and yet be
+         * published and passed on (issue 20). */
+        for (size_t i = 0; c->port_fd >= 0 && i < job->n_sockets; i++)
+                if (job->sockets[i].fd == c->port_fd) {
+                        log_error("--port-fd=%d: fd %d is a socket passed to prebind (LISTEN_FDS, name '%s'), "
+                                  "which prebind passes on: give --port-fd another fd", c->port_fd, c->port_fd,
+                                  job->sockets[i].name);
+                        return -EINVAL;
+                }
         for (size_t i = 0; c->accept && i < job->n_sockets; i++) {
                 int listening = 0;
                 socklen_t len = sizeof listening;
@@ -114,7 +125,7 @@ static int check_sockets(const struct job *job) {
 static int expand(const struct job *job, const char *what, const char *text, char **ret) {
         char quoted[LOG_QUOTE_SIZE], quoted_at[LOG_QUOTE_SIZE];
         size_t offset = 0;
-        int r = template_expand(text, job->sockets, job->n_sockets, ret, &offset);
+        int r = template_expand(text, job->sockets, job->n_sockets, TEMPLATE_VERBATIM, ret, &offset);
         const char *t = log_shorten(text, quoted), *at = log_shorten(text + offset, quoted_at);
 
         switch (r) {
@@ -277,6 +288,20 @@ static int setup_intercept(struct job *job) {
         }
         if ((r = intercept_targets(job, targets)) < 0)
                 return r;
+        /* An intercepted socket reaches COMMAND through its bind() only,
+         * not in LISTEN_FDS too, as with --netns: a server that uses
+         * inherited sockets when there are any (sd_listen_fds(),
+         * go-systemd) would serve on it without a bind(), and the claim
+         * publishing waits for would never come (issue 20). */
+        job->n_passed = 0;
+        for (size_t i = 0; i < job->n_sockets; i++) {
+                bool intercepted = false;
+
+                for (size_t k = 0; k < c->n_intercepts; k++)
+                        intercepted = intercepted || targets[k].fd == job->sockets[i].fd;
+                if (!intercepted)
+                        job->passed[job->n_passed++] = job->sockets[i];
+        }
         /* Not found or not executable: left to exec, which reports 126/127. */
         if (command_resolve(job->command[0], environ, &path) >= 0 && preload_check_program(path, &reason) < 0) {
                 log_error("--intercept: '%s' %s", path, reason);
@@ -404,10 +429,9 @@ static int run_in_place(struct job *job, struct outcome *ret) {
         struct spawn_plan plan = job_spawn_plan(job);
         int r;
 
-        /* A reader gone from stdout must give EPIPE and exit 125, not
-         * kill prebind; COMMAND gets SIGPIPE back by the reset in
+        /* SIGPIPE is ignored since main(): a reader gone from stdout gives
+         * EPIPE and 125; COMMAND gets SIGPIPE back by the reset in
          * spawn_exec_in_place(). */
-        signal(SIGPIPE, SIG_IGN);
         /* The sockets listen: as far as a manager is concerned, the service
          * is ready (connections queue until COMMAND accepts). */
         r = job_publish(job, getpid());

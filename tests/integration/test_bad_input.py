@@ -3,10 +3,11 @@ disk (no port file, no socket file, no temporary file)."""
 
 import os
 import socket
+import subprocess
 
 import pytest
 
-from conftest import run
+from conftest import PREBIND, TIMEOUT, run
 
 LONG_PATH = "/tmp/" + "x" * 110
 NAME_256 = "n" * 256
@@ -140,3 +141,32 @@ def test_help_and_version_exit_0():
         assert option in out.stdout, option
     out = run(["--version"])
     assert out.returncode == 0 and out.stdout.startswith("prebind ")
+
+
+@pytest.mark.parametrize("args", [["--bogus", "--", "true"], ["-l", "foo", "--", "true"], []],
+                         ids=["unknown-option", "bad-address", "missing-command"])
+def test_usage_error_with_stderr_a_dead_pipe_is_125_not_sigpipe(tmp_path, args):
+    # The reader of stderr is gone before prebind writes its one line: the
+    # write fails (EPIPE) and prebind still exits 125; it used to die of
+    # SIGPIPE (141 in a shell) before it had blocked any signal.
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        # restore_signals (the default): prebind starts with SIGPIPE at its
+        # default disposition, as from a shell.
+        out = subprocess.run([PREBIND, f"--port-file={tmp_path}/port", *args], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=w, timeout=TIMEOUT)
+    finally:
+        os.close(w)
+    assert out.returncode == 125, out.returncode
+    assert os.listdir(tmp_path) == []
+
+
+def test_command_still_gets_the_default_sigpipe():
+    # prebind ignores SIGPIPE for itself; COMMAND, supervised or --exec'd,
+    # must find it at its default again (a shell that writes to a closed
+    # pipe dies of it): the shell's 'trap' lists no ignored SIGPIPE.
+    for mode in ([], ["--exec"]):
+        out = run([*mode, "--", "sh", "-c", "trap"])
+        assert out.returncode == 0, out.stderr
+        assert "PIPE" not in out.stdout, out.stdout

@@ -176,6 +176,13 @@ CASES = [
     ("accept-inherited-socketpair", ["--accept"], one("socketpair"), "--accept takes listening stream sockets only"),
     ("inetd-two-inherited", ["--inetd"], activated(["tcp", "tcp"], {"LISTEN_FDS": "2"}),
      "--inetd without --accept passes one socket"),
+    # --port-fd naming one of the sockets prebind was passed: it would be
+    # written into, closed, and still published and passed on
+    ("port-fd-inherited-socket", ["--port-fd=3"], one("tcp"),
+     "--port-fd=3: fd 3 is a socket passed to prebind (LISTEN_FDS, name 'unknown')"),
+    ("port-fd-second-inherited-socket", ["--port-fd=4"],
+     activated(["tcp", "udp"], {"LISTEN_FDS": "2", "LISTEN_FDNAMES": "web:dns"}),
+     "--port-fd=4: fd 4 is a socket passed to prebind (LISTEN_FDS, name 'dns')"),
 ]
 
 
@@ -228,6 +235,28 @@ def test_hostile_environment_that_is_not_for_prebind_is_dropped(listen_pid):
     assert got[b"LISTEN_FDS"] == b"1" and got[b"LISTEN_FDNAMES"] == b"unknown"
     assert b"LISTEN_PIDFDID" not in got and b"NOTIFY_SOCKET" not in got
     assert int(got[b"LISTEN_PID"]) != 1
+
+
+@pytest.mark.parametrize("listen_fds,listen_pid,count", [
+    ("010", None, 8), ("0x0a", None, 10), ("0o10", None, 8), ("0b10", None, 2), ("+1", None, 1),
+    (" 1", None, 1), ("2", "+{pid}", 2), ("2", " \t{pid}", 2), ("2", "0x{hexpid}", 2),
+])
+def test_listen_fds_numbers_follow_libsystemd_in_every_build(listen_fds, listen_pid, count):
+    """LISTEN_FDS and LISTEN_PID as libsystemd 252 reads them (octal
+    "010", hex, Python's 0o and 0b, a sign, blanks), whichever build runs:
+    the dynamic one asks libsystemd, prebind-static its own parser, which
+    read "010" as 10 and refused the rest."""
+    env = {"LISTEN_FDS": listen_fds}
+    if listen_pid:
+        # The launcher execs prebind: its pid is the launcher's.
+        env["LISTEN_PID"] = listen_pid
+    spec = activated(["tcp"] * 10, env)
+    launcher = LAUNCHER.replace('env.update(spec["env"])', 'env.update({k: v.format(pid=os.getpid(), '
+                                'hexpid="%x" % os.getpid()) for k, v in spec["env"].items()})')
+    out = subprocess.run([PYTHON, "-c", launcher, json.dumps(spec), PREBIND, "--print=port", "--", "true"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.split()) == count, out.stdout
 
 
 def test_longest_name_is_published_and_expanded_whole():

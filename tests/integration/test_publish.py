@@ -65,6 +65,26 @@ def test_json_is_one_line_with_every_field(tmp_path):
     ]
 
 
+def test_json_of_a_path_that_is_not_utf8_is_valid_and_gives_the_bytes_back(tmp_path):
+    # A unix path is bytes: \xff and a Latin-1 \xe9 are no UTF-8. json
+    # stays UTF-8 (each such byte as \udcXX: json.loads then os.fsencode
+    # give the path back); port, addr and url write the bytes as they are;
+    # env single-quotes them for the shell.
+    path = os.fsencode(tmp_path) + b"/caf\xe9-\xff-\xc3\xa9.sock"
+    out = subprocess.run([PREBIND, "--print=json", "-l", path, "--", "true"], capture_output=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout.decode("utf-8"))  # strict: valid UTF-8
+    sock = doc["sockets"][0]
+    assert os.fsencode(sock["address"]) == path
+    assert os.fsencode(sock["url"]) == b"unix:" + path
+    for fmt, want in (("port", path), ("addr", path), ("url", b"unix:" + path)):
+        out = subprocess.run([PREBIND, f"--print={fmt}", "-l", path, "--", "true"], capture_output=True,
+                             timeout=TIMEOUT)
+        assert out.stdout == want + b"\n", fmt
+    out = subprocess.run([PREBIND, "--print=env", "-l", path, "--", "true"], capture_output=True, timeout=TIMEOUT)
+    assert b"PREBIND_PORT='" + path + b"'\n" in out.stdout, out.stdout
+
+
 def test_env_format_is_sourced_by_a_shell_and_a_client_reaches_the_server(tmp_path, start):
     envfile = tmp_path / "ci.env"
     p = start(["--format=env", f"--port-file={envfile}", "-l", "web=0", "--", PYTHON, server("stdlib_http.py")])

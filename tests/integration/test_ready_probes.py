@@ -238,6 +238,21 @@ def test_exec_probe_templates_and_environment(start, tmp_path):
     assert out.read_text() == f"http://127.0.0.1:{port} {port}\n"
 
 
+@pytest.mark.parametrize("name", ["my dir/s.sock", "$(touch X) `touch Y`;touch Z 'q'.sock"],
+                         ids=["space", "shell-code"])
+def test_exec_probe_gets_each_template_value_as_one_shell_word(start, tmp_path, name):
+    # The values are quoted for the probe's sh -c: a socket path with a
+    # space is one argument of test(1), and shell code in a path is never
+    # run (X, Y, Z would appear in the working directory).
+    path = tmp_path / name
+    path.parent.mkdir(exist_ok=True)
+    p, r = start_published(start, ["-l", str(path), "--ready-exec=test -S {port}", "--ready-timeout=10s", "--",
+                                   "sleep", str(TIMEOUT)], cwd=tmp_path)
+    assert published(r) == f"{path}\n"
+    p.stop()
+    assert os.listdir(tmp_path) == ([name.split("/")[0]] if "/" in name else []), os.listdir(tmp_path)
+
+
 def test_exec_probe_failure_shows_its_output_and_status():
     out = run(["--ready-exec=echo '127.0.0.1:5432 - no response'; exit 2", "--ready-timeout=1s", "--",
                "sleep", "30"])

@@ -75,7 +75,7 @@ END_TEST
 
 /* In a child of its own (fd 3 is the process's): a TCP socket at fd 3,
  * LISTEN_* for this pid. Exit status 0 if all holds, else the step. */
-static int listen_in_child(const char *fdnames, const char *want_name) {
+static int listen_in_child(const char *fdnames, const char *want_name, const char *pid_prefix) {
         pid_t pid = unit_fork();
 
         if (pid == 0) {
@@ -88,7 +88,7 @@ static int listen_in_child(const char *fdnames, const char *want_name) {
                         exit(10);
                 if (fd != 3 && (dup2(fd, 3) < 0 || close(fd) < 0))
                         exit(11);
-                snprintf(self, sizeof self, "%d", (int) getpid());
+                snprintf(self, sizeof self, "%s%d", pid_prefix, (int) getpid());
                 setenv("LISTEN_PID", self, 1);
                 setenv("LISTEN_FDS", "1", 1);
                 if (fdnames)
@@ -115,11 +115,16 @@ static int listen_in_child(const char *fdnames, const char *want_name) {
 }
 
 START_TEST(test_listen_with_our_pid) {
-        ck_assert_int_eq(listen_in_child("web", "web"), 0);
+        ck_assert_int_eq(listen_in_child("web", "web", ""), 0);
         /* No names: systemd says "unknown". */
-        ck_assert_int_eq(listen_in_child(NULL, "unknown"), 0);
+        ck_assert_int_eq(listen_in_child(NULL, "unknown", ""), 0);
         /* And the check can fail: the wrong name is noticed. */
-        ck_assert_int_eq(listen_in_child("api", "web"), 13);
+        ck_assert_int_eq(listen_in_child("api", "web", ""), 13);
+        /* LISTEN_PID by libsystemd's number rule (parse_pid()), which
+         * the check before loading it follows too: a sign, blanks. */
+        ck_assert_int_eq(listen_in_child("web", "web", "+"), 0);
+        ck_assert_int_eq(listen_in_child("web", "web", " \t"), 0);
+        ck_assert_int_eq(listen_in_child("web", "web", "0"), 12); /* octal: not ours */
 }
 END_TEST
 

@@ -59,6 +59,21 @@ static const struct {
         { "SELF", "1", 1 },
         { "SELF", "2", 2 },
         { "SELF", "01", 1 },
+        { "SELF", "010", 8 },                   /* libsystemd's rule (safe_atoi): octal */
+        { "SELF", "0x0a", 10 },
+        { "SELF", "0o10", 8 },
+        { "SELF", "0b10", 2 },
+        { "SELF", "+1", 1 },
+        { "SELF", " 1", 1 },
+        { "+SELF", "1", 1 },                    /* and for LISTEN_PID (parse_pid) */
+        { " SELF", "1", 1 },
+        { "0SELFOCT", "1", 1 },
+        { "0xSELFHEX", "1", 1 },
+        { "0oSELFOCT", "1", 1 },
+        { "SELF\n", "1", 0 },                   /* trailing: not a pid */
+        { "0", "1", 0 },
+        { "-SELF", "1", 0 },
+        { "99999999999999999999", "1", 0 },
         { "SELF", "2147483644", INT_MAX - 3 },  /* the last fd number still fits */
         { "SELF", "2147483645", -EINVAL },
         { "SELF", "2147483647", -EINVAL },
@@ -70,9 +85,11 @@ static const struct {
         { "SELF", "", -EINVAL },
         { "SELF", "abc", -EINVAL },
         { "SELF", "1a", -EINVAL },
-        { "SELF", " 1", -EINVAL },              /* libsystemd's strtol() takes these three */
-        { "SELF", "+1", -EINVAL },
-        { "SELF", "0x1", -EINVAL },
+        { "SELF", "1 ", -EINVAL },
+        { "SELF", "0x", -EINVAL },
+        { "SELF", "08", -EINVAL },
+        { "SELF", "2147483648x", -EINVAL },     /* a long: the garbage counts first */
+        { "SELF", "99999999999999999999x", -ERANGE }, /* no long: strtol()'s ERANGE first */
 };
 
 START_TEST(test_count) {
@@ -80,10 +97,16 @@ START_TEST(test_count) {
         const char *pid = counts[_i].pid;
 
         snprintf(self, sizeof self, "%d", (int) getpid());
-        if (pid && strncmp(pid, "SELF", 4) == 0) {
+        if (pid && strstr(pid, "SELF")) {
                 static char buf[64];
+                const char *at = strstr(pid, "SELF"), *after = at + 4;
 
-                snprintf(buf, sizeof buf, "%s%s", self, pid + 4);
+                /* SELF is the pid in decimal, SELFOCT in octal, SELFHEX in hex. */
+                if (strncmp(after, "OCT", 3) == 0)
+                        snprintf(self, sizeof self, "%o", (unsigned) getpid()), after += 3;
+                else if (strncmp(after, "HEX", 3) == 0)
+                        snprintf(self, sizeof self, "%x", (unsigned) getpid()), after += 3;
+                snprintf(buf, sizeof buf, "%.*s%s%s", (int) (at - pid), pid, self, after);
                 pid = buf;
         }
         ck_assert_msg(sdproto_listen_fds_count(pid, counts[_i].fds, getpid()) == counts[_i].expected,
@@ -193,6 +216,165 @@ static const struct activation {
         { 1, "abc", NULL, -EINVAL, NULL },
         { 1, "99999999999", NULL, -ERANGE, NULL },
 };
+
+/* form with its one %d, %o, %x or %X filled in with pid. */
+static void pid_text(const char *form, pid_t pid, char *buf, size_t size) {
+        const char *conversion = strchr(form, '%');
+        char number[32];
+
+        switch (conversion[1]) {
+        case 'o':
+                snprintf(number, sizeof number, "%o", (unsigned) pid);
+                break;
+        case 'x':
+                snprintf(number, sizeof number, "%x", (unsigned) pid);
+                break;
+        case 'X':
+                snprintf(number, sizeof number, "%X", (unsigned) pid);
+                break;
+        default:
+                snprintf(number, sizeof number, "%d", (int) pid);
+        }
+        ck_assert_int_lt(snprintf(buf, size, "%.*s%s%s", (int) (conversion - form), form, number, conversion + 2),
+                         (int) size);
+}
+
+/* ---- the number rule, against libsystemd ---------------------------------- */
+
+/* sdproto_listen_fds() in sd_listen_fds_with_names()'s shape (it always
+ * unsets the variables, as prebind asks libsystemd to). */
+static int sdproto_listen_fds_with_unset(int unset_environment, char ***ret_names) {
+        (void) unset_environment;
+        return sdproto_listen_fds(ret_names);
+}
+
+/* LISTEN_FDS and LISTEN_PID in every form, with 12 sockets at fds 3-14. */
+static const struct number_case {
+        const char *fds;
+        const char *pid_format; /* LISTEN_PID from the taker's pid (NULL: "%d") */
+        int expected;
+} numbers[] = {
+        /* Every number form: libsystemd 252 reads them all (safe_atoi()). */
+        { "010", NULL, 8 },
+        { "0x0a", NULL, 10 },
+        { "0X0A", NULL, 10 },
+        { "0o10", NULL, 8 },
+        { "0O10", NULL, 8 },
+        { "0b10", NULL, 2 },
+        { "0B11", NULL, 3 },
+        { "+1", NULL, 1 },
+        { " 1", NULL, 1 },
+        { "\t\n\r 2", NULL, 2 },
+        { "\v\f3", NULL, 3 },         /* strtol()'s own blanks */
+        { " +0x1", NULL, 1 },
+        { "0b 1", NULL, 1 },           /* strtol() after the prefix: blanks, sign */
+        { "0o+10", NULL, 8 },
+        { "0x", NULL, -EINVAL },
+        { "0b", NULL, -EINVAL },
+        { "0o", NULL, -EINVAL },
+        { "0x+1", NULL, -EINVAL },
+        { "+0b1", NULL, -EINVAL },
+        { "0b2", NULL, -EINVAL },
+        { "0o8", NULL, -EINVAL },
+        { "08", NULL, -EINVAL },
+        { "0b0b1", NULL, -EINVAL },
+        { "1 ", NULL, -EINVAL },
+        { "1\n", NULL, -EINVAL },
+        { "", NULL, -EINVAL },
+        { " ", NULL, -EINVAL },
+        { "+", NULL, -EINVAL },
+        { "-0", NULL, -EINVAL },
+        { "-0x1", NULL, -EINVAL },
+        { "0b-1", NULL, -EINVAL },
+        { "00", NULL, -EINVAL },
+        { "0x0", NULL, -EINVAL },
+        { "1e1", NULL, -EINVAL },
+        { "\xef\xbc\x91", NULL, -EINVAL },  /* a fullwidth 1 */
+        { "0x7ffffffc", NULL, -EBADF },
+        { "0x7ffffffd", NULL, -EINVAL },
+        { "0x80000000", NULL, -ERANGE },
+        { "-2147483648", NULL, -EINVAL },
+        { "-2147483649", NULL, -ERANGE },
+        { "2147483648x", NULL, -EINVAL },
+        { "9223372036854775807", NULL, -ERANGE },
+        { "9223372036854775808", NULL, -ERANGE },
+        { "99999999999999999999x", NULL, -ERANGE },
+        { "0b11111111111111111111111111111111111111111111111111111111111111111", NULL, -ERANGE },
+        /* LISTEN_PID in every form that names the taker (parse_pid()). */
+        { "2", "+%d", 2 },
+        { "2", " %d", 2 },
+        { "2", "\t\v%d", 2 },
+        { "2", "0%o", 2 },
+        { "2", "0o%o", 2 },
+        { "2", "0x%x", 2 },
+        { "2", "0X%X", 2 },
+        { "2", "1%d", 0 },        /* another process's */
+};
+
+/* Every row of numbers[], taken in one child of its own (12 sockets at
+ * fds 3-14, without close-on-exec again before each row): what prebind's
+ * code or libsystemd's sd_listen_fds_with_names() says, into ret. */
+static void take_numbers(bool with_libsystemd, int ret[]) {
+        int pipefd[2], status;
+        pid_t pid;
+
+        ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
+        pid = unit_fork();
+        if (pid == 0) {
+                sd_listen_fds_with_names_fn fn =
+                        with_libsystemd ? (sd_listen_fds_with_names_fn) dlsym(libsystemd(), "sd_listen_fds_with_names")
+                                        : sdproto_listen_fds_with_unset;
+                int report = fcntl(pipefd[1], F_DUPFD_CLOEXEC, 100), got[ARRAY_SIZE(numbers)];
+
+                if (report < 0)
+                        exit(1);
+                for (int fd = 3; fd < 100; fd++)
+                        if (fd != report)
+                                close(fd);
+                for (int i = 0; i < 12; i++)
+                        if (socket(AF_UNIX, SOCK_STREAM, 0) != 3 + i)
+                                exit(1);
+                for (size_t i = 0; i < ARRAY_SIZE(numbers); i++) {
+                        char self[64], **names = NULL;
+
+                        for (int fd = 3; fd < 15; fd++)
+                                fcntl(fd, F_SETFD, 0);
+                        pid_text(numbers[i].pid_format ? numbers[i].pid_format : "%d", getpid(), self, sizeof self);
+                        setenv("LISTEN_PID", self, 1);
+                        setenv("LISTEN_FDS", numbers[i].fds, 1);
+                        unsetenv("LISTEN_FDNAMES");
+                        got[i] = fn(1, &names);
+                        names_free(names);
+                }
+                exit(write(report, got, sizeof got) == sizeof got ? 0 : 1);
+        }
+        close(pipefd[1]);
+        ck_assert_int_eq(read(pipefd[0], ret, sizeof(int) * ARRAY_SIZE(numbers)),
+                         (ssize_t) (sizeof(int) * ARRAY_SIZE(numbers)));
+        close(pipefd[0]);
+        status = unit_wait_bounded(pid);
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+START_TEST(test_numbers) {
+        int ours[ARRAY_SIZE(numbers)], theirs[ARRAY_SIZE(numbers)];
+        bool compare = libsystemd() && dlsym(libsystemd(), "sd_listen_fds_with_names");
+
+        take_numbers(false, ours);
+        if (compare)
+                take_numbers(true, theirs);
+        else
+                fprintf(stderr, "# libsystemd0 not installed: no comparison\n");
+        for (size_t i = 0; i < ARRAY_SIZE(numbers); i++) {
+                const char *form = numbers[i].pid_format ? numbers[i].pid_format : "%d";
+
+                ck_assert_msg(ours[i] == numbers[i].expected, "LISTEN_FDS='%s' LISTEN_PID='%s': %d, expected %d",
+                              numbers[i].fds, form, ours[i], numbers[i].expected);
+                ck_assert_msg(!compare || ours[i] == theirs[i], "LISTEN_FDS='%s' LISTEN_PID='%s': libsystemd %d, "
+                              "prebind %d", numbers[i].fds, form, theirs[i], ours[i]);
+        }
+}
+END_TEST
 
 /* In a child of its own: the test runner's fds above 2 are not touched. */
 static struct outcome take_in_child(const struct activation *a, bool with_libsystemd) {
@@ -524,6 +706,7 @@ static Suite *sdproto_suite(void) {
         tc = tcase_create("environment");
         tcase_add_loop_test(tc, test_take, 0, ARRAY_SIZE(activations));
         tcase_add_loop_test(tc, test_take_agrees_with_libsystemd, 0, ARRAY_SIZE(activations));
+        tcase_add_test(tc, test_numbers);
         tcase_add_test(tc, test_take_not_ours_unsets);
         suite_add_tcase(s, tc);
 

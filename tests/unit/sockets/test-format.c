@@ -5,6 +5,7 @@
 #include <check.h>
 #include <errno.h>
 #include <net/if.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,212 @@ START_TEST(test_json_escaping) {
                      "{\"pid\":1,\"child_pid\":2,\"sockets\":[{\"fd\":3,\"name\":\"unknown\",\"family\":\"unix\","
                      "\"type\":\"stream\",\"address\":\"/tmp/a?b\",\"port\":null,"
                      "\"url\":\"unix:/tmp/a?b\"}]}\n");
+}
+END_TEST
+
+/* ---- json: always UTF-8 ---------------------------------------------------- */
+
+/* The oracle, from the definition rather than RFC 3629's table: the
+ * sequence of length L has the lead bits of L and L-1 continuation bytes,
+ * and decodes to a code point that needs L bytes (no overlong form), is
+ * not a UTF-16 surrogate and is at most U+10FFFF. */
+static size_t utf8_oracle(const unsigned char *p) {
+        static const struct {
+                unsigned char mask, lead;
+                unsigned long min;
+        } forms[] = { { 0x80, 0x00, 0x0 }, { 0xe0, 0xc0, 0x80 }, { 0xf0, 0xe0, 0x800 }, { 0xf8, 0xf0, 0x10000 } };
+
+        if (p[0] == 0)
+                return 0;
+        for (size_t len = 1; len <= 4; len++) {
+                unsigned long cp;
+
+                if ((p[0] & forms[len - 1].mask) != forms[len - 1].lead)
+                        continue;
+                cp = p[0] & (unsigned char) ~forms[len - 1].mask;
+                for (size_t i = 1; i < len; i++) {
+                        if ((p[i] & 0xc0) != 0x80)
+                                return 0;
+                        cp = cp << 6 | (p[i] & 0x3f);
+                }
+                if (cp < forms[len - 1].min || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+                        return 0;
+                return len;
+        }
+        return 0;
+}
+
+static void check_sequence(unsigned char b0, unsigned char b1, unsigned char b2, unsigned char b3) {
+        unsigned char buf[5] = { b0, b1, b2, b3, 0 };
+        size_t got = utf8_sequence_length((const char *) buf), want = utf8_oracle(buf);
+
+        if (got != want)
+                ck_abort_msg("%02x %02x %02x %02x: length %zu, expected %zu", b0, b1, b2, b3, got, want);
+}
+
+/* Every first two bytes; every third after a byte that may start three
+ * or four (E0-FF; before the others a third byte is read by neither, so
+ * 00 and 80 stand for all); the fourth a continuation byte, and not one;
+ * then every fourth after a byte that may start four (F0-FF). */
+START_TEST(test_utf8_every_sequence) {
+        for (unsigned b0 = 0; b0 < 256; b0++)
+                for (unsigned b1 = 0; b1 < 256; b1++)
+                        for (unsigned b2 = 0; b2 < 256; b2 = b0 >= 0xe0 ? b2 + 1 : b2 + 0x80) {
+                                check_sequence((unsigned char) b0, (unsigned char) b1, (unsigned char) b2, 0x80);
+                                if (b0 >= 0xf0)
+                                        check_sequence((unsigned char) b0, (unsigned char) b1, (unsigned char) b2,
+                                                       0x41);
+                        }
+        for (unsigned b0 = 0xf0; b0 < 256; b0++)
+                for (unsigned b1 = 0x80; b1 < 0xc0; b1++)
+                        for (unsigned b3 = 0; b3 < 256; b3++)
+                                check_sequence((unsigned char) b0, (unsigned char) b1, 0x80, (unsigned char) b3);
+}
+END_TEST
+
+START_TEST(test_utf8_every_code_point) {
+        /* Each code point's own encoding is one sequence of its length;
+         * a surrogate's is none. */
+        for (unsigned long cp = 1; cp <= 0x10ffff; cp++) {
+                unsigned char buf[5] = { 0 };
+                size_t len;
+
+                if (cp < 0x80) {
+                        buf[0] = (unsigned char) cp;
+                        len = 1;
+                } else if (cp < 0x800) {
+                        buf[0] = (unsigned char) (0xc0 | cp >> 6);
+                        buf[1] = (unsigned char) (0x80 | (cp & 0x3f));
+                        len = 2;
+                } else if (cp < 0x10000) {
+                        buf[0] = (unsigned char) (0xe0 | cp >> 12);
+                        buf[1] = (unsigned char) (0x80 | (cp >> 6 & 0x3f));
+                        buf[2] = (unsigned char) (0x80 | (cp & 0x3f));
+                        len = 3;
+                } else {
+                        buf[0] = (unsigned char) (0xf0 | cp >> 18);
+                        buf[1] = (unsigned char) (0x80 | (cp >> 12 & 0x3f));
+                        buf[2] = (unsigned char) (0x80 | (cp >> 6 & 0x3f));
+                        buf[3] = (unsigned char) (0x80 | (cp & 0x3f));
+                        len = 4;
+                }
+                if (cp >= 0xd800 && cp <= 0xdfff)
+                        len = 0;
+                if (utf8_sequence_length((const char *) buf) != len)
+                        ck_abort_msg("U+%04lX: length %zu, expected %zu", cp,
+                                     utf8_sequence_length((const char *) buf), len);
+        }
+}
+END_TEST
+
+/* A JSON string as Python reads it back with json.loads() and
+ * os.fsencode(): \udcXX is byte XX, \u00XX byte XX, \" and \\ as they
+ * are, anything else as it is. Returns the length, or -1 when it is not
+ * a string this encoder could have written. */
+static int json_decode(const char *text, unsigned char *out) {
+        const char *p = text;
+        int n = 0;
+
+        if (*p++ != '"')
+                return -1;
+        while (*p && *p != '"') {
+                unsigned value;
+
+                if (*p != '\\') {
+                        out[n++] = (unsigned char) *p++;
+                        continue;
+                }
+                p++;
+                if (*p == '"' || *p == '\\') {
+                        out[n++] = (unsigned char) *p++;
+                        continue;
+                }
+                if (*p != 'u' || sscanf(p + 1, "%4x", &value) != 1 || strlen(p + 1) < 4)
+                        return -1;
+                if ((value >= 0xdc80 && value <= 0xdcff) || value < 0x20 || value == 0x7f)
+                        out[n++] = (unsigned char) value;
+                else
+                        return -1;
+                p += 5;
+        }
+        return *p == '"' && p[1] == '\0' ? n : -1;
+}
+
+static bool all_utf8(const char *s) {
+        for (size_t len; *s; s += len)
+                if ((len = utf8_oracle((const unsigned char *) s)) == 0)
+                        return false;
+        return true;
+}
+
+/* Every string of one or two bytes, and each with a third (0x80, 0xbf:
+ * after the lead bytes E0-EF): valid UTF-8 out, the same bytes back. One
+ * call per first and third byte takes the string of every second byte,
+ * each short string ended by an 'x' so that none reads into the next. */
+START_TEST(test_json_string_every_short_string) {
+        static const unsigned char thirds[] = { 0, 0x80, 0xbf };
+        unsigned char in[256 * 4 + 1], back[sizeof in];
+        char *text = NULL;
+        size_t size = 0;
+
+        for (unsigned b0 = 1; b0 < 256; b0++)
+                for (size_t k = 0; k < ARRAY_SIZE(thirds); k++) {
+                        size_t in_len = 0;
+                        FILE *f;
+                        int n;
+
+                        for (unsigned b1 = k == 0 ? 0 : 1; b1 < 256; b1++) {
+                                in[in_len++] = (unsigned char) b0;
+                                if (b1 != 0)
+                                        in[in_len++] = (unsigned char) b1;
+                                if (b1 != 0 && thirds[k] != 0)
+                                        in[in_len++] = thirds[k];
+                                in[in_len++] = 'x';
+                        }
+                        in[in_len] = '\0';
+                        f = open_memstream(&text, &size);
+                        ck_assert_ptr_nonnull(f);
+                        json_string(f, (const char *) in);
+                        ck_assert_int_eq(fclose(f), 0);
+                        if (!all_utf8(text))
+                                ck_abort_msg("lead %02x, third %02x: '%s' is not UTF-8", b0, thirds[k], text);
+                        n = json_decode(text, back);
+                        if (n != (int) in_len || memcmp(back, in, in_len) != 0)
+                                ck_abort_msg("lead %02x, third %02x: '%s' does not read back", b0, thirds[k], text);
+                        free(text);
+                }
+}
+END_TEST
+
+START_TEST(test_json_not_utf8) {
+        struct bound_socket s[1];
+        static const struct {
+                const char *path, *want;
+        } rows[] = {
+                { "/tmp/\xff", "/tmp/\\udcff" },
+                { "/tmp/\x80x", "/tmp/\\udc80x" },
+                { "/tmp/caf\xe9", "/tmp/caf\\udce9" },                  /* Latin-1 */
+                { "/tmp/\xc3\xa9\xc3", "/tmp/\xc3\xa9\\udcc3" },         /* cut short */
+                { "/tmp/\xc0\xaf", "/tmp/\\udcc0\\udcaf" },              /* overlong '/' */
+                { "/tmp/\xe0\x80\xaf", "/tmp/\\udce0\\udc80\\udcaf" },   /* overlong '/' */
+                { "/tmp/\xed\xa0\x80", "/tmp/\\udced\\udca0\\udc80" },   /* U+D800 */
+                { "/tmp/\xf4\x90\x80\x80", "/tmp/\\udcf4\\udc90\\udc80\\udc80" }, /* U+110000 */
+                { "/tmp/\xf0\x9f\x98\x80", "/tmp/\xf0\x9f\x98\x80" },    /* U+1F600 */
+                { "/tmp/\xef\xbf\xbf", "/tmp/\xef\xbf\xbf" },            /* U+FFFF */
+        };
+        char *want = NULL;
+
+        for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+                s[0] = sock_un(rows[i].path, SOCK_STREAM, "unknown");
+                ck_assert_int_gt(asprintf(&want,
+                                          "{\"pid\":1,\"child_pid\":2,\"sockets\":[{\"fd\":3,\"name\":\"unknown\","
+                                          "\"family\":\"unix\",\"type\":\"stream\",\"address\":\"%s\","
+                                          "\"port\":null,\"url\":\"unix:%s\"}]}\n",
+                                          rows[i].want, rows[i].want),
+                                 0);
+                check_format(FORMAT_JSON, s, 1, 1, 2, want);
+                free(want);
+        }
 }
 END_TEST
 
@@ -671,6 +878,15 @@ static Suite *format_suite(void) {
         tcase_add_test(tc, test_json_several);
         tcase_add_test(tc, test_json_empty);
         tcase_add_test(tc, test_json_escaping);
+        tcase_add_test(tc, test_json_not_utf8);
+        tcase_add_test(tc, test_json_string_every_short_string);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("utf8");
+        /* 2.4 million sequences and every code point: seconds under valgrind. */
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, test_utf8_every_sequence);
+        tcase_add_test(tc, test_utf8_every_code_point);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("env");

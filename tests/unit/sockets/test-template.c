@@ -5,6 +5,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,14 +65,14 @@ static void check_expand(const char *text, const struct bound_socket *s, size_t 
         size_t offset = 4242;
         int r;
 
-        r = template_expand(text, s, n, &result, &offset);
+        r = template_expand(text, s, n, TEMPLATE_VERBATIM, &result, &offset);
         ck_assert_msg(r == 0, "'%s': expected success, got %d (%s)", text, r, strerror(-r));
         ck_assert_ptr_nonnull(result);
         ck_assert_str_eq(result, want);
         free(result);
 
         /* The offset pointer is optional. */
-        r = template_expand(text, s, n, &result, NULL);
+        r = template_expand(text, s, n, TEMPLATE_VERBATIM, &result, NULL);
         ck_assert_int_eq(r, 0);
         ck_assert_str_eq(result, want);
         free(result);
@@ -82,13 +83,13 @@ static void check_error(const char *text, const struct bound_socket *s, size_t n
         size_t got_offset = 4242;
         int r;
 
-        r = template_expand(text, s, n, &result, &got_offset);
+        r = template_expand(text, s, n, TEMPLATE_VERBATIM, &result, &got_offset);
         ck_assert_msg(r == error, "'%s': expected %d (%s), got %d (%s)", text, error, strerror(-error), r,
                       r < 0 ? strerror(-r) : "success");
         ck_assert_str_eq(result, "untouched");
         ck_assert_msg(got_offset == offset, "'%s': expected error offset %zu, got %zu", text, offset, got_offset);
 
-        r = template_expand(text, s, n, &result, NULL);
+        r = template_expand(text, s, n, TEMPLATE_VERBATIM, &result, NULL);
         ck_assert_int_eq(r, error);
         ck_assert_str_eq(result, "untouched");
 }
@@ -262,6 +263,69 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+/* ---- quoted for the shell (--ready-exec) ---------------------------------- */
+
+static void check_shell(const char *text, const struct bound_socket *s, size_t n, const char *want) {
+        char *result = NULL;
+        int r = template_expand(text, s, n, TEMPLATE_SHELL, &result, NULL);
+
+        ck_assert_msg(r == 0, "'%s': expected success, got %d", text, r);
+        ck_assert_msg(strcmp(result, want) == 0, "'%s': expected '%s', got '%s'", text, want, result);
+        free(result);
+}
+
+START_TEST(test_shell_quoting) {
+        struct bound_socket s[1];
+
+        /* Ports, IPv4 addresses and URLs are bare; what a shell would read
+         * otherwise is single-quoted: '[' is a glob character. */
+        check_shell("redis-cli -p {port} ping", sockets, N_SOCKETS, "redis-cli -p 8080 ping");
+        check_shell("curl -f {url}/health", sockets, N_SOCKETS, "curl -f http://127.0.0.1:8080/health");
+        check_shell("curl -f {1.url}", sockets, N_SOCKETS, "curl -f 'http://[::1]:9090'");
+        check_shell("test -S {2.port}", sockets, N_SOCKETS, "test -S /tmp/x.sock");
+        check_shell("{{ echo {name}; }}", sockets, N_SOCKETS, "{ echo web; }");
+        s[0] = sock_path("/tmp/my dir/s.sock", "unknown");
+        check_shell("test -S {port}", s, 1, "test -S '/tmp/my dir/s.sock'");
+        s[0] = sock_path("/tmp/$(touch X)", "unknown");
+        check_shell("test -S {port}", s, 1, "test -S '/tmp/$(touch X)'");
+        s[0] = sock_path("/tmp/it's", "unknown");
+        check_shell("test -S {url}", s, 1, "test -S 'unix:/tmp/it'\\''s'");
+        /* Control characters are shown as '?' in every field (address.c);
+         * quoted, that '?' is no glob. */
+        s[0] = sock_path("/tmp/a\nb", "unknown");
+        check_shell("test -S {port}", s, 1, "test -S '/tmp/a?b'");
+        s[0] = sock_path("/tmp/it's", "unknown");
+        /* Verbatim, as for -E and --subst, the same path stays as it is. */
+        check_expand("{port}", s, 1, "/tmp/it's");
+}
+END_TEST
+
+/* What sh reads back from each path, as one word: the bytes themselves. */
+static const char *const hostile_paths[] = {
+        "/tmp/my dir/s.sock", "/tmp/$(touch X)", "/tmp/`id`", "/tmp/a;b&c|d", "/tmp/'", "/tmp/''\"\"",
+        "/tmp/\\", "/tmp/*", "/tmp/[ab]", "/tmp/~x", "/tmp/$HOME", "/tmp/${x:-y}",
+        "/tmp/!x", "/tmp/#x", "/tmp/\xff\xfe", "@abstract name", "/tmp/{x}", "/tmp/a=b",
+};
+
+START_TEST(test_shell_reads_the_path_back) {
+        struct bound_socket s[1];
+        char *command = NULL, got[256];
+        FILE *sh;
+        size_t len;
+
+        s[0] = sock_path(hostile_paths[_i], "unknown");
+        ck_assert_int_eq(template_expand("printf %s {port}", s, 1, TEMPLATE_SHELL, &command, NULL), 0);
+        sh = popen(command, "r");
+        ck_assert_ptr_nonnull(sh);
+        len = fread(got, 1, sizeof got - 1, sh);
+        got[len] = '\0';
+        ck_assert_int_eq(pclose(sh), 0);
+        ck_assert_msg(strcmp(got, hostile_paths[_i]) == 0, "'%s': sh read '%s' from '%s'", hostile_paths[_i], got,
+                      command);
+        free(command);
+}
+END_TEST
+
 static Suite *template_suite(void) {
         Suite *s = suite_create("template");
         TCase *tc;
@@ -273,6 +337,12 @@ static Suite *template_suite(void) {
         tcase_add_test(tc, test_dotted_names);
         tcase_add_test(tc, test_single_socket);
         tcase_add_test(tc, test_no_sockets);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("shell");
+        tcase_add_checked_fixture(tc, setup, NULL);
+        tcase_add_test(tc, test_shell_quoting);
+        tcase_add_loop_test(tc, test_shell_reads_the_path_back, 0, ARRAY_SIZE(hostile_paths));
         suite_add_tcase(s, tc);
 
         tc = tcase_create("errors");
