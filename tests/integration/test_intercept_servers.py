@@ -179,7 +179,13 @@ def test_postgresql_select_1(start, tmp_path, world_readable_dir):
     assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
     assert (sockets / ".s.PGSQL.5432").exists()  # what leaks: named after the configured port
     assert p.stop(signal.SIGINT) == 0
-    assert not error_lines(log, "could not bind", "could not create", "error:", "fatal"), log.read_text()
+    # psql exits before its backend has finished: a fast shutdown that
+    # comes then ends that backend with this FATAL line, which says
+    # nothing about binding (seen once under load).
+    shutdown = "terminating connection due to administrator command"
+    errors = [line for line in error_lines(log, "could not bind", "could not create", "error:", "fatal")
+              if shutdown not in line]
+    assert not errors, log.read_text()
 
 
 # ---- Node, Python ------------------------------------------------------
