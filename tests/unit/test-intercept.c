@@ -409,6 +409,15 @@ static pid_t spawn_client(const struct broker *broker, const char *scenario, boo
         return pid;
 }
 
+/* Has pid exited? Without reaping it: as prebind does, what it sent is
+ * heard while it is a zombie, whose pidfd still has its number. */
+static bool exited_unreaped(pid_t pid) {
+        siginfo_t info = { 0 };
+
+        ck_assert_int_eq(waitid(P_PID, (id_t) pid, &info, WEXITED | WNOHANG | WNOWAIT), 0);
+        return info.si_pid == pid;
+}
+
 static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
         struct timespec start, now;
         int status = -1;
@@ -421,7 +430,7 @@ static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
 
                 if (poll(&p, 1, 20) > 0)
                         ck_assert_int_eq(broker_dispatch(fx.broker), 0);
-                if (waitpid(pid, &status, WNOHANG) == pid)
+                if (exited_unreaped(pid))
                         break;
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 if (now.tv_sec - start.tv_sec > 20) {
@@ -430,8 +439,9 @@ static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
                         ck_abort_msg("intercept-client %s did not finish within 20s", scenario);
                 }
         }
-        /* Reports sent just before exit are read now. */
+        /* Reports sent just before exit are read now, then it is reaped. */
         (void) broker_dispatch(fx.broker);
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
         ck_assert(WIFEXITED(status));
         return WEXITSTATUS(status);
 }
@@ -600,9 +610,11 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
         ck_assert(readiness_waiting(r));
         for (int i = 0; i < 1000 && !calls.met && !calls.timed_out; i++) {
                 ck_assert_int_ge(loop_dispatch_once(loop, 20), 0);
-                if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+                if (!exited && exited_unreaped(pid)) {
                         exited = true;
-                        readiness_hear(r);      /* as the supervisor does before acting on an exit */
+                        readiness_hear(r);      /* as the supervisor does before reaping */
+                        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+                        readiness_forget_child(r);
                         if (!timeout_usec)
                                 break;
                 }
