@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "log.h"
+#include "loop.h"
 #include "process.h"
 
 _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both ends");
@@ -24,10 +26,17 @@ _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both
 #define REPORTS_MAX 8
 /* Connections accepted and not yet answered. */
 #define PENDING_MAX 64
+/* A connection that has sent no request after two ticks of this timer
+ * (1 to 2 s) is closed: the interposer sends its request right after
+ * connect(), and a connection kept open for ever would let another user
+ * claim from it later, once its process is gone (issue 19). */
+#define PENDING_TICK_USEC 1000000ULL
+#define PENDING_TICKS_MAX 2
 
 struct pending {
         int fd;
         struct peer peer;       /* who connected, pinned when accepted */
+        unsigned ticks;         /* timer ticks seen while pending */
 };
 
 struct target_state {
@@ -45,8 +54,10 @@ struct report {
 };
 
 struct broker {
-        int epoll_fd;           /* the listening socket and pending connections */
+        int epoll_fd;           /* the listening socket, pending connections, the timer */
         int listen_fd;
+        int timer_fd;           /* ticks while connections are pending */
+        bool ticking;
         pid_t command;
         struct target_state targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
@@ -89,7 +100,7 @@ static int open_listener(struct broker *b) {
 
 int broker_open(const struct broker_target *targets, size_t n, struct broker **ret) {
         struct intercept_port ports[INTERCEPT_PORTS_MAX];
-        struct epoll_event ev = { .events = EPOLLIN };
+        struct epoll_event ev = { .events = EPOLLIN }, timer_ev = { .events = EPOLLIN };
         struct broker *b;
         size_t len;
         int r;
@@ -99,7 +110,7 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         b = calloc(1, sizeof *b);
         if (!b)
                 return -ENOMEM;
-        b->epoll_fd = b->listen_fd = -1;
+        b->epoll_fd = b->listen_fd = b->timer_fd = -1;
         for (size_t i = 0; i < n; i++) {
                 b->targets[i].target = targets[i];
                 ports[i] = (struct intercept_port) { .port = targets[i].port, .type = targets[i].type };
@@ -113,8 +124,11 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         if (r < 0)
                 goto fail;
         b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         ev.data.fd = b->listen_fd;
-        if (b->epoll_fd < 0 || epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) < 0) {
+        timer_ev.data.fd = b->timer_fd;
+        if (b->epoll_fd < 0 || b->timer_fd < 0 || epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) < 0 ||
+            epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->timer_fd, &timer_ev) < 0) {
                 r = -errno;
                 goto fail;
         }
@@ -134,6 +148,7 @@ void broker_free(struct broker *b) {
         }
         if (b->listen_fd >= 0)
                 close(b->listen_fd);
+        timer_stop(&b->timer_fd);
         if (b->epoll_fd >= 0)
                 close(b->epoll_fd);
         free(b);
@@ -325,6 +340,31 @@ static void peer_of_connection(int conn, struct peer *ret) {
         peer_init(ret, cred.pid, cred.uid, cred.gid, pidfd);
 }
 
+static void start_ticking(struct broker *b) {
+        if (!b->ticking)
+                b->ticking = timer_start(&b->timer_fd, PENDING_TICK_USEC) == 0;
+}
+
+/* A tick: connections that have waited PENDING_TICKS_MAX ticks without
+ * a request are closed. */
+static void expire_pending(struct broker *b) {
+        timer_drain(b->timer_fd);
+        b->ticking = false;
+        for (size_t i = 0; i < b->n_pending;) {
+                struct pending *p = &b->pending[i];
+
+                if (++p->ticks < PENDING_TICKS_MAX) {
+                        i++;
+                        continue;
+                }
+                log_debug("closing a connection to the broker from pid %d: no request within %llus", (int) p->peer.pid,
+                          PENDING_TICKS_MAX * PENDING_TICK_USEC / 1000000ULL);
+                forget_pending(b, p);   /* the last one moves to i */
+        }
+        if (b->n_pending > 0)
+                start_ticking(b);
+}
+
 static void accept_all(struct broker *b) {
         for (;;) {
                 struct epoll_event ev = { .events = EPOLLIN };
@@ -334,8 +374,13 @@ static void accept_all(struct broker *b) {
                 if (conn < 0)
                         return;
                 if (b->n_pending == PENDING_MAX) {
-                        /* Someone connects and never asks: drop one. */
-                        forget_pending(b, &b->pending[0]);
+                        /* Someone connects and never asks: drop the oldest. */
+                        struct pending *oldest = &b->pending[0];
+
+                        for (size_t i = 1; i < b->n_pending; i++)
+                                if (b->pending[i].ticks > oldest->ticks)
+                                        oldest = &b->pending[i];
+                        forget_pending(b, oldest);
                 }
                 ev.data.fd = conn;
                 if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, conn, &ev) < 0) {
@@ -346,6 +391,8 @@ static void accept_all(struct broker *b) {
                 *p = (struct pending) { .fd = conn };
                 peer_of_connection(conn, &p->peer);
                 handle_connection(b, p);
+                if (find_pending(b, conn))
+                        start_ticking(b);
         }
 }
 
@@ -361,8 +408,10 @@ int broker_dispatch(struct broker *b) {
 
                 if (fd == b->listen_fd)
                         accept_all(b);
-                /* Not one closed in this turn (to make room): its number
-                 * may be a new connection's. */
+                else if (fd == b->timer_fd)
+                        expire_pending(b);
+                /* Not one closed in this turn (by the timer, or to make
+                 * room): its number may be a new connection's. */
                 else if ((p = find_pending(b, fd)))
                         handle_connection(b, p);
         }

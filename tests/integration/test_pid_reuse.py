@@ -344,3 +344,29 @@ def test_ready_from_a_sender_whose_pid_was_reused_is_ignored(tmp_path):
     assert f"ignoring a notification from pid {r['sender']}," in r["stderr"], r["stderr"]
     assert r["published"], r["stderr"]  # COMMAND's own READY=1 still counts
     assert r["status"] == 128 + signal.SIGTERM, r["stderr"]
+
+
+def test_connection_that_never_speaks_is_closed(start, tmp_path):
+    # A connection that sends no request is closed within 2 s: nobody can
+    # keep one open for a claim later, once its process is gone.
+    port_file = tmp_path / "port"
+    p = start([f"--port-file={port_file}", "--intercept=8000", "--", PYTHON, "-c", SERVER, str(tmp_path), "bind"])
+    assert wait_for(port_file.exists), p.stderr_text()
+    command = int(open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()[0])
+    broker = dict(e.split("=", 1) for e in open(f"/proc/{command}/environ").read().split("\0")
+                  if "=" in e)["PREBIND_BROKER"]
+    silent = []
+    for _ in range(3):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect("\0" + broker[1:])
+        s.settimeout(10)
+        silent.append(s)
+    started = time.monotonic()
+    for s in silent:
+        assert s.recv(64) == b""  # closed, no answer (a timeout raises)
+        s.close()
+    assert time.monotonic() - started < 4
+    # The server still serves.
+    with socket.create_connection(("127.0.0.1", int(port_file.read_text().split()[0])), timeout=TIMEOUT) as c:
+        assert int(c.makefile().readline()) > 0
+    assert p.stop() == 128 + signal.SIGTERM

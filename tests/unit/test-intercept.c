@@ -564,6 +564,38 @@ START_TEST(test_broker_garbage) {
 }
 END_TEST
 
+/* A connection that never sends its request is closed after 1 to 2 s
+ * (issue 19): nobody keeps one open to claim from later, once the
+ * process that connected is gone. */
+START_TEST(test_broker_closes_a_silent_connection) {
+        const char *name = strchr(broker_env_address(fx.broker), '@');
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        socklen_t len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + strlen(name));
+        int silent = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct timespec start, now;
+        double waited = 0;
+        char buf[64];
+
+        memcpy(addr.sun_path + 1, name + 1, strlen(name) - 1);
+        ck_assert_int_eq(connect(silent, (struct sockaddr *) &addr, len), 0);
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                struct pollfd p = { .fd = broker_fd(fx.broker), .events = POLLIN };
+
+                if (poll(&p, 1, 50) > 0)
+                        ck_assert_int_eq(broker_dispatch(fx.broker), 0);
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                waited = (double) (now.tv_sec - start.tv_sec) + (double) (now.tv_nsec - start.tv_nsec) / 1e9;
+                if (recv(silent, buf, sizeof buf, 0) == 0)
+                        break;
+                ck_assert_int_eq(errno, EAGAIN);
+                ck_assert_msg(waited < 5, "still open after %.1fs", waited);
+        }
+        ck_assert_msg(waited > 0.9 && waited < 2.9, "closed after %.2fs", waited);
+        close(silent);
+}
+END_TEST
+
 /* ---- a claim as a readiness condition (ready.c) ------------------------ */
 
 struct readiness_calls {
@@ -684,6 +716,7 @@ static Suite *intercept_suite(void) {
         tcase_set_timeout(tc, 30);
         tcase_add_checked_fixture(tc, broker_setup, broker_teardown);
         tcase_add_test(tc, test_broker_env);
+        tcase_add_test(tc, test_broker_closes_a_silent_connection);
         tcase_add_test(tc, test_broker_garbage);
         tcase_add_test(tc, test_claim_tcp_both_families);
         tcase_add_test(tc, test_claim_keeps_flags);
