@@ -16,6 +16,19 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
+/* <asm-generic/socket.h> and <linux/socket.h>, Linux 6.5 (glibc 2.39):
+ * the peer of a unix socket as a pidfd (issue 19). Older kernels answer
+ * ENOPROTOOPT, or send no SCM_PIDFD. */
+#ifndef SO_PASSPIDFD
+#define SO_PASSPIDFD 76
+#endif
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+#ifndef SCM_PIDFD
+#define SCM_PIDFD 0x04
+#endif
+
 /* glibc 2.32: "TERM" for SIGTERM, NULL for a number that names no signal. */
 const char *prebind_sigabbrev(int sig);
 #ifndef HAVE_SIGABBREV_NP

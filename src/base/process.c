@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "exitcode.h"
+#include "macro.h"
 #include "process.h"
 
 int exit_status_of(int wait_status) {
@@ -37,33 +42,158 @@ int signal_process(pid_t pid, bool group, int sig) {
         return 0;
 }
 
-bool process_descends_from(pid_t pid, pid_t root) {
+/* The parent of pid, from /proc/PID/stat. */
+static int read_ppid(pid_t pid, pid_t *ret) {
+        char path[64], buf[1024], *p;
+        size_t n;
+        FILE *f;
+        int ppid;
+
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        /* The name in parentheses is the process's own choice
+         * (prctl(PR_SET_NAME)) and may hold anything, ')' and '\n' too:
+         * read the whole record, not a line, and take the last ')'. A
+         * line would end inside a name such as "x) S 1234\n" and give any
+         * process the parent it names. Nothing after the name holds a
+         * ')'. */
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        /* NOLINTNEXTLINE(cert-err34-c): the kernel wrote this number */
+        if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
+                return -EBADMSG;
+        *ret = ppid;
+        return 0;
+}
+
+/* The whole of a /proc file into buf (NUL-terminated). */
+static int read_proc_file(const char *path, char *buf, size_t size) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        size_t len = 0;
+
+        if (fd < 0)
+                return -errno;
+        while (len < size - 1) {
+                ssize_t n = read(fd, buf + len, size - 1 - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        break;
+                len += (size_t) n;
+        }
+        buf[len] = '\0';
+        return 0;
+}
+
+/* The number of pidfd's process now, in our pid namespace (fdinfo's
+ * "Pid:", Linux 5.3): -1 once it has been reaped, 0 when it is outside
+ * our namespace. */
+static pid_t pidfd_pid(int pidfd) {
+        char path[64], buf[1024];
+        const char *line;
+        int pid;
+
+        snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+        if (read_proc_file(path, buf, sizeof buf) < 0 || !(line = strstr(buf, "\nPid:")))
+                return -1;
+        /* NOLINTNEXTLINE(cert-err34-c): the kernel wrote this number */
+        return sscanf(line, "\nPid: %d", &pid) == 1 ? (pid_t) pid : -1;
+}
+
+/* Is id one of a "Uid:" or "Gid:" line's real, effective, saved ids? */
+static bool among_ids(const char *status, const char *key, unsigned id) {
+        const char *line = strstr(status, key);
+        unsigned ids[4];
+
+        /* NOLINTNEXTLINE(cert-err34-c): the kernel wrote these numbers */
+        if (!line || sscanf(line + strlen(key), "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
+                return false;
+        return id == ids[0] || id == ids[1] || id == ids[2];
+}
+
+/* Could pid claim uid and gid (SCM_CREDENTIALS allows its real,
+ * effective and saved ids; SO_PEERCRED reports its effective ones)? The
+ * name in /proc/PID/status is escaped: no line of its own can be
+ * forged there, unlike in stat. */
+static bool has_ids(pid_t pid, uid_t uid, gid_t gid) {
+        char path[64], buf[4096];
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
+        return read_proc_file(path, buf, sizeof buf) == 0 && among_ids(buf, "\nUid:", (unsigned) uid) &&
+               among_ids(buf, "\nGid:", (unsigned) gid);
+}
+
+/* pidfd's process, whose number is pid: root, or below it? Every process
+ * on the way up is pinned before it is trusted: its parent's number is
+ * read, that parent pidfd_open()ed, and the number read again while the
+ * child still has its own (its pidfd says so). A parent that dies leaves
+ * its children to an older process, never to a new one with its number:
+ * so the parent's pidfd is that parent, and no number on the chain can
+ * turn into a later process while the chain is read (pid reuse, issue
+ * 19). The walk stops below pid 1: nobody descends from it in prebind's
+ * sense. */
+static bool pidfd_descends_from(int pidfd, pid_t pid, pid_t root) {
+        _cleanup_close_ int held = -EBADF;
+        int current = pidfd;
+
         for (int depth = 0; depth < 64 && pid > 1; depth++) {
-                char path[64], buf[1024], *p;
-                size_t n;
-                FILE *f;
-                int ppid;
+                _cleanup_close_ int parent = -EBADF;
+                pid_t ppid, again;
 
                 if (pid == root)
                         return true;
-                snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
-                f = fopen(path, "re");
-                if (!f)
+                if (read_ppid(pid, &ppid) < 0 || ppid <= 1)
                         return false;
-                /* The name in parentheses is the process's own choice
-                 * (prctl(PR_SET_NAME)) and may hold anything, ')' and
-                 * '\n' too: read the whole record, not a line, and take
-                 * the last ')'. A line would end inside a name such as
-                 * "x) S 1234\n" and give any process the parent it
-                 * names. Nothing after the name holds a ')'. */
-                n = fread(buf, 1, sizeof buf - 1, f);
-                fclose(f);
-                buf[n] = '\0';
-                p = strrchr(buf, ')');
-                /* NOLINTNEXTLINE(cert-err34-c): the kernel wrote this number */
-                if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
+                parent = (int) syscall(SYS_pidfd_open, ppid, 0);
+                /* Without pidfd_open() (ENOSYS), by number from here on. */
+                if ((parent < 0 && errno != ENOSYS) || read_ppid(pid, &again) < 0 || again != ppid ||
+                    (current >= 0 && pidfd_pid(current) != pid))
                         return false;
+                closep(&held);
+                held = TAKE_FD(parent);
+                current = held;
                 pid = ppid;
         }
         return false;
+}
+
+void peer_init(struct peer *ret, pid_t pid, uid_t uid, gid_t gid, int pidfd) {
+        *ret = (struct peer) { .pidfd = -1, .pid = pid, .uid = uid, .gid = gid };
+        if (pidfd >= 0)
+                ret->pidfd = pidfd;
+        else if (pidfd == -ENOPROTOOPT && pid > 0) {
+                ret->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+                ret->by_number = ret->pidfd < 0 && errno == ENOSYS;
+        }
+}
+
+void peer_done(struct peer *p) {
+        closep(&p->pidfd);
+        p->pidfd = -1;
+}
+
+bool peer_exited(const struct peer *p) {
+        struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
+
+        if (p->by_number)
+                return kill(p->pid, 0) < 0 && errno == ESRCH;
+        /* A pidfd is readable once its process has exited. */
+        return p->pidfd < 0 || poll(&pfd, 1, 0) != 0;
+}
+
+bool peer_descends_from(const struct peer *p, pid_t root) {
+        pid_t pid;
+
+        if (p->pidfd < 0 && !p->by_number)
+                return false;
+        pid = p->by_number ? p->pid : pidfd_pid(p->pidfd);
+        /* The ids are read first: the walk's first step checks that pid
+         * was still the peer's after that. */
+        return pid > 1 && has_ids(pid, p->uid, p->gid) && pidfd_descends_from(p->pidfd, pid, root);
 }

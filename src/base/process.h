@@ -23,7 +23,43 @@ int reap_one(pid_t *ret_pid, int *ret_status);
  * would reach prebind's own group. Returns 0 or -errno. */
 int signal_process(pid_t pid, bool group, int sig);
 
-/* Is pid the process root, or one of its descendants now? Walks the
- * parent chain in /proc (at most 64 steps). For messages that only
- * COMMAND (or a worker it started) may send: READY=1, a socket claim. */
-bool process_descends_from(pid_t pid, pid_t root);
+/* The process at the other end of a unix socket, for messages that only
+ * COMMAND (or a worker it started) may send: a socket claim, READY=1.
+ *
+ * Not a pid (issue 19): the kernel reports the pid a process had when it
+ * connected or sent, and once that process is reaped the number goes to
+ * the next process forked. Another user who keeps a connection open from
+ * a process that has exited, and wraps the pid counter until a worker of
+ * COMMAND gets that number, would pass any check of the number. A pidfd
+ * stays with its process: it is what is checked. */
+struct peer {
+        int pidfd;      /* -1: it was gone before it could be pinned */
+        bool by_number; /* no pidfd_open() here (Linux < 5.3, valgrind < 3.20): pid is all there is */
+        pid_t pid;      /* the number the kernel reported, for messages */
+        uid_t uid;      /* the ids it reported (SO_PEERCRED, SCM_CREDENTIALS) */
+        gid_t gid;
+};
+
+#define PEER_NONE ((struct peer) { .pidfd = -1 })
+
+/* A peer from what the kernel reported with a connection or a message:
+ * pidfd from SO_PEERPIDFD or SCM_PIDFD (Linux 6.5), taken over; or
+ * -ENOPROTOOPT where the kernel has neither: then pidfd_open(pid) pins
+ * whatever process has that number now, which is the sender unless the
+ * number was reused since it connected or sent (prebind(1), OTHER LOCAL
+ * USERS); any other negative value: the process was gone. Without
+ * pidfd_open() the checks go by the number, as they did before issue 19:
+ * not safe against another user who wraps the pid counter. */
+void peer_init(struct peer *ret, pid_t pid, uid_t uid, gid_t gid, int pidfd);
+void peer_done(struct peer *p);
+
+/* Has it exited (a zombie included), or was it gone from the start? */
+bool peer_exited(const struct peer *p);
+
+/* Is it, not yet reaped, root or one of root's descendants now, and are
+ * the reported ids still among its own (real, effective or saved: what
+ * the kernel would let it claim)? Walks the parent chain in /proc (at
+ * most 64 steps), each process on it pinned by a pidfd as it is read.
+ * root must be a child not yet reaped (COMMAND): its number is then its
+ * own. */
+bool peer_descends_from(const struct peer *p, pid_t root);

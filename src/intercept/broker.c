@@ -7,14 +7,17 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "address.h"
 #include "broker.h"
+#include "compat.h"
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "log.h"
+#include "loop.h"
 #include "process.h"
 
 _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both ends");
@@ -23,6 +26,18 @@ _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both
 #define REPORTS_MAX 8
 /* Connections accepted and not yet answered. */
 #define PENDING_MAX 64
+/* A connection that has sent no request after two ticks of this timer
+ * (1 to 2 s) is closed: the interposer sends its request right after
+ * connect(), and a connection kept open for ever would let another user
+ * claim from it later, once its process is gone (issue 19). */
+#define PENDING_TICK_USEC 1000000ULL
+#define PENDING_TICKS_MAX 2
+
+struct pending {
+        int fd;
+        struct peer peer;       /* who connected, pinned when accepted */
+        unsigned ticks;         /* timer ticks seen while pending */
+};
 
 struct target_state {
         struct broker_target target;
@@ -39,17 +54,20 @@ struct report {
 };
 
 struct broker {
-        int epoll_fd;           /* the listening socket and pending connections */
+        int epoll_fd;           /* the listening socket, pending connections, the timer */
         int listen_fd;
+        int timer_fd;           /* ticks while connections are pending */
+        bool ticking;
         pid_t command;
         struct target_state targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
-        int pending[PENDING_MAX];
+        struct pending pending[PENDING_MAX];
         size_t n_pending;
         struct report reports[REPORTS_MAX];
         size_t n_reports;       /* total since broker_set_command() */
         unsigned refused;       /* claims refused since then */
         pid_t refused_pid;
+        const char *refused_why; /* the last refusal's reason */
         char env_address[sizeof "PREBIND_BROKER=" + sizeof(struct sockaddr_un)];
         char env_ports[sizeof "PREBIND_INTERCEPT=" + INTERCEPT_PORTS_MAX * 12];
 };
@@ -63,7 +81,8 @@ static int open_listener(struct broker *b) {
         int n;
 
         /* Claims are answered only for COMMAND and its descendants
-         * (SO_PEERCRED), whoever finds the name. */
+         * (the peer's pidfd, see claim_refusal()), whoever finds the
+         * name: abstract names are listed in /proc/net/unix. */
         n = abstract_socket_name(name, sizeof name, "broker");
         if (n < 0)
                 return n;
@@ -81,7 +100,7 @@ static int open_listener(struct broker *b) {
 
 int broker_open(const struct broker_target *targets, size_t n, struct broker **ret) {
         struct intercept_port ports[INTERCEPT_PORTS_MAX];
-        struct epoll_event ev = { .events = EPOLLIN };
+        struct epoll_event ev = { .events = EPOLLIN }, timer_ev = { .events = EPOLLIN };
         struct broker *b;
         size_t len;
         int r;
@@ -91,7 +110,7 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         b = calloc(1, sizeof *b);
         if (!b)
                 return -ENOMEM;
-        b->epoll_fd = b->listen_fd = -1;
+        b->epoll_fd = b->listen_fd = b->timer_fd = -1;
         for (size_t i = 0; i < n; i++) {
                 b->targets[i].target = targets[i];
                 ports[i] = (struct intercept_port) { .port = targets[i].port, .type = targets[i].type };
@@ -105,8 +124,11 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         if (r < 0)
                 goto fail;
         b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         ev.data.fd = b->listen_fd;
-        if (b->epoll_fd < 0 || epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) < 0) {
+        timer_ev.data.fd = b->timer_fd;
+        if (b->epoll_fd < 0 || b->timer_fd < 0 || epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) < 0 ||
+            epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->timer_fd, &timer_ev) < 0) {
                 r = -errno;
                 goto fail;
         }
@@ -120,10 +142,13 @@ fail:
 void broker_free(struct broker *b) {
         if (!b)
                 return;
-        for (size_t i = 0; i < b->n_pending; i++)
-                close(b->pending[i]);
+        for (size_t i = 0; i < b->n_pending; i++) {
+                close(b->pending[i].fd);
+                peer_done(&b->pending[i].peer);
+        }
         if (b->listen_fd >= 0)
                 close(b->listen_fd);
+        timer_stop(&b->timer_fd);
         if (b->epoll_fd >= 0)
                 close(b->epoll_fd);
         free(b);
@@ -149,6 +174,13 @@ void broker_set_command(struct broker *b, pid_t pid) {
         b->refused = 0;
 }
 
+void broker_forget_command(struct broker *b) {
+        /* Once reaped, COMMAND's number is the next process's: with
+         * --restart the broker would go on honouring claims from
+         * whatever lands on it, as if it were COMMAND (issue 19). */
+        b->command = 0;
+}
+
 bool broker_all_claimed(const struct broker *b) {
         for (size_t i = 0; i < b->n_targets; i++)
                 if (!b->targets[i].claimed)
@@ -160,14 +192,18 @@ static const char *type_name(int type) {
         return type == SOCK_DGRAM ? "udp" : type == SOCK_STREAM ? "tcp" : "other";
 }
 
-static void forget_pending(struct broker *b, int fd) {
-        (void) epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-        close(fd);
+static struct pending *find_pending(struct broker *b, int fd) {
         for (size_t i = 0; i < b->n_pending; i++)
-                if (b->pending[i] == fd) {
-                        b->pending[i] = b->pending[--b->n_pending];
-                        break;
-                }
+                if (b->pending[i].fd == fd)
+                        return &b->pending[i];
+        return NULL;
+}
+
+static void forget_pending(struct broker *b, struct pending *p) {
+        (void) epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, p->fd, NULL);
+        close(p->fd);
+        peer_done(&p->peer);
+        *p = b->pending[--b->n_pending];
 }
 
 static void remember(struct broker *b, pid_t pid, const struct intercept_request *req) {
@@ -216,7 +252,20 @@ static struct log_ratelimit unknown_claims = LOG_RATELIMIT_INIT("claims of ports
 static struct log_ratelimit refused_claims = LOG_RATELIMIT_INIT("refused claims");
 static struct log_ratelimit reports = LOG_RATELIMIT_INIT("bind reports");
 
-static void handle_claim(struct broker *b, int conn, pid_t pid, const struct intercept_request *req) {
+/* Why a claim from peer is refused, or NULL: only the process that
+ * connected may claim, while it lives, if it is COMMAND or descends from
+ * it (issue 19). */
+static const char *claim_refusal(const struct broker *b, const struct peer *peer) {
+        if (peer_exited(peer))
+                return "had exited since it connected";
+        if (!b->command)
+                return "came after COMMAND exited";
+        if (!peer_descends_from(peer, b->command))
+                return "does not descend from COMMAND";
+        return NULL;
+}
+
+static void handle_claim(struct broker *b, int conn, const struct peer *peer, const struct intercept_request *req) {
         struct target_state *t = find_target(b, req->port, req->type);
         union {
                 struct sockaddr sa;
@@ -224,20 +273,22 @@ static void handle_claim(struct broker *b, int conn, pid_t pid, const struct int
         } addr;
         socklen_t len = sizeof addr;
         uint16_t port = 0;
+        const char *why;
 
         if (!t) {
                 log_ratelimited(&unknown_claims, LOG_LEVEL_DEBUG, "pid %d asked for port %u/%s, which is not intercepted",
-                                (int) pid, req->port, type_name(req->type));
-                remember(b, pid, req);
+                                (int) peer->pid, req->port, type_name(req->type));
+                remember(b, peer->pid, req);
                 reply(conn, ENOENT, 0, -1);
                 return;
         }
-        if (!process_descends_from(pid, b->command)) {
-                log_ratelimited(&refused_claims, LOG_LEVEL_INFO,
-                                "refused port %u to pid %d, which does not descend from COMMAND (pid %d)", req->port,
-                                (int) pid, (int) b->command);
+        why = claim_refusal(b, peer);
+        if (why) {
+                log_ratelimited(&refused_claims, LOG_LEVEL_INFO, "refused port %u to pid %d, which %s", req->port,
+                                (int) peer->pid, why);
                 b->refused++;
-                b->refused_pid = pid;
+                b->refused_pid = peer->pid;
+                b->refused_why = why;
                 reply(conn, EPERM, 0, -1);
                 return;
         }
@@ -245,59 +296,113 @@ static void handle_claim(struct broker *b, int conn, pid_t pid, const struct int
                 (void) intercept_sockaddr_port(&addr.sa, len, &port);
         reply(conn, 0, port, t->target.fd);
         log_debug("handed socket '%s' (port %u) to pid %d for its bind of %s port %u/%s", t->target.name, port,
-                  (int) pid, req->address, req->port, type_name(req->type));
+                  (int) peer->pid, req->address, req->port, type_name(req->type));
         t->claimed = true;
 }
 
 /* One request on an accepted connection: the interposer sends it right
  * after connect(), so it is usually there at once. */
-static void handle_connection(struct broker *b, int conn) {
+static void handle_connection(struct broker *b, struct pending *p) {
         struct intercept_request req;
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        ssize_t n = recv(conn, &req, sizeof req, MSG_DONTWAIT);
+        ssize_t n = recv(p->fd, &req, sizeof req, MSG_DONTWAIT);
 
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
-        if (n == (ssize_t) sizeof req && req.version == INTERCEPT_PROTOCOL_VERSION &&
-            getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        if (n == (ssize_t) sizeof req && req.version == INTERCEPT_PROTOCOL_VERSION) {
+                pid_t pid = p->peer.pid;
+
                 req.address[sizeof req.address - 1] = '\0';
                 if (req.kind == INTERCEPT_CLAIM)
-                        handle_claim(b, conn, cred.pid, &req);
+                        handle_claim(b, p->fd, &p->peer, &req);
                 else if (req.kind == INTERCEPT_REPORT || req.kind == INTERCEPT_DECOY) {
-                        if (process_descends_from(cred.pid, b->command))
-                                remember(b, cred.pid, &req);
+                        /* For the messages only; a zombie COMMAND still
+                         * counts (prebind hears it before reaping it). */
+                        if (peer_descends_from(&p->peer, b->command))
+                                remember(b, pid, &req);
                         if (req.kind == INTERCEPT_DECOY)
                                 log_ratelimited(&reports, LOG_LEVEL_DEBUG,
                                                 "pid %d bound %s port %u/%s again: given a private port of its own",
-                                                (int) cred.pid, req.address, req.port, type_name(req.type));
+                                                (int) pid, req.address, req.port, type_name(req.type));
                         else
                                 log_ratelimited(&reports, LOG_LEVEL_DEBUG, "pid %d bound %s%s%u/%s (not intercepted)",
-                                                (int) cred.pid, req.address, req.port ? " port " : "", req.port,
+                                                (int) pid, req.address, req.port ? " port " : "", req.port,
                                                 type_name(req.type));
                 }
         }
-        forget_pending(b, conn);
+        forget_pending(b, p);
+}
+
+/* Who connected: the process itself, as a pidfd (SO_PEERPIDFD, Linux
+ * 6.5), taken as the connection is accepted; where the kernel has no
+ * SO_PEERPIDFD, the pid SO_PEERCRED reports, pinned now (peer_init()). */
+static void peer_of_connection(int conn, struct peer *ret) {
+        struct ucred cred;
+        socklen_t len = sizeof cred, pidfd_len = sizeof(int);
+        int pidfd;
+
+        if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                *ret = PEER_NONE;
+                return;
+        }
+        if (getsockopt(conn, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pidfd_len) < 0)
+                pidfd = -errno;
+        peer_init(ret, cred.pid, cred.uid, cred.gid, pidfd);
+}
+
+static void start_ticking(struct broker *b) {
+        if (!b->ticking)
+                b->ticking = timer_start(&b->timer_fd, PENDING_TICK_USEC) == 0;
+}
+
+/* A tick: connections that have waited PENDING_TICKS_MAX ticks without
+ * a request are closed. */
+static void expire_pending(struct broker *b) {
+        if (!timer_expired(b->timer_fd))
+                return;
+        b->ticking = false;
+        for (size_t i = 0; i < b->n_pending;) {
+                struct pending *p = &b->pending[i];
+
+                if (++p->ticks < PENDING_TICKS_MAX) {
+                        i++;
+                        continue;
+                }
+                log_debug("closing a connection to the broker from pid %d: no request within %llus", (int) p->peer.pid,
+                          PENDING_TICKS_MAX * PENDING_TICK_USEC / USEC_PER_SEC);
+                forget_pending(b, p);   /* the last one moves to i */
+        }
+        if (b->n_pending > 0)
+                start_ticking(b);
 }
 
 static void accept_all(struct broker *b) {
         for (;;) {
                 struct epoll_event ev = { .events = EPOLLIN };
                 int conn = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                struct pending *p;
 
                 if (conn < 0)
                         return;
                 if (b->n_pending == PENDING_MAX) {
                         /* Someone connects and never asks: drop the oldest. */
-                        forget_pending(b, b->pending[0]);
+                        struct pending *oldest = &b->pending[0];
+
+                        for (size_t i = 1; i < b->n_pending; i++)
+                                if (b->pending[i].ticks > oldest->ticks)
+                                        oldest = &b->pending[i];
+                        forget_pending(b, oldest);
                 }
                 ev.data.fd = conn;
                 if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, conn, &ev) < 0) {
                         close(conn);
                         continue;
                 }
-                b->pending[b->n_pending++] = conn;
-                handle_connection(b, conn);
+                p = &b->pending[b->n_pending++];
+                *p = (struct pending) { .fd = conn };
+                peer_of_connection(conn, &p->peer);
+                handle_connection(b, p);
+                if (find_pending(b, conn))
+                        start_ticking(b);
         }
 }
 
@@ -308,10 +413,17 @@ int broker_dispatch(struct broker *b) {
         if (n < 0)
                 return errno == EINTR ? 0 : -errno;
         for (int i = 0; i < n; i++) {
-                if (events[i].data.fd == b->listen_fd)
+                int fd = events[i].data.fd;
+                struct pending *p;
+
+                if (fd == b->listen_fd)
                         accept_all(b);
-                else
-                        handle_connection(b, events[i].data.fd);
+                else if (fd == b->timer_fd)
+                        expire_pending(b);
+                /* Not one closed in this turn (by the timer, or to make
+                 * room): its number may be a new connection's. */
+                else if ((p = find_pending(b, fd)))
+                        handle_connection(b, p);
         }
         return 0;
 }
@@ -362,8 +474,8 @@ void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
         if (shown)
                 len = append(buf, size, len, " instead)");
         if (b->refused)
-                (void) append(buf, size, len, " (%u claim%s refused to pid %d, which does not descend from it)",
-                              b->refused, b->refused == 1 ? "" : "s", (int) b->refused_pid);
+                (void) append(buf, size, len, " (%u claim%s refused to pid %d, which %s)", b->refused,
+                              b->refused == 1 ? "" : "s", (int) b->refused_pid, b->refused_why);
         else if (b->n_reports == 0)
                 (void) append(buf, size, len, " (no bind() of a port reached the interposer; static and Go "
                               "programs bypass it with raw system calls: see --netns)");

@@ -39,6 +39,8 @@ int broker_fd(const struct broker *b);
 /* A new COMMAND (a start or a restart): only it and its descendants may
  * claim, and every target must be claimed again. */
 void broker_set_command(struct broker *b, pid_t pid);
+/* COMMAND has been reaped: nobody may claim until the next one starts. */
+void broker_forget_command(struct broker *b);
 
 /* Serve what is ready, without blocking: claims (answered with the socket
  * or a refusal), reports. Returns 0 or -errno (epoll failed). */

@@ -173,11 +173,14 @@ static void extend_timeout(struct readiness *r, uint64_t usec) {
 /* A notification counts if it comes from COMMAND, or from a process
  * descended from it at the time it is read (a server whose worker reports
  * for it). Anyone else, even with a guessed socket name, is ignored. */
-static void hear_one(struct readiness *r, pid_t sender, const struct notify_message *m) {
+static void hear_one(struct readiness *r, const struct peer *from, const struct notify_message *m) {
         /* Anyone may send them, as fast as they like (issue 19). */
         static struct log_ratelimit ignored = LOG_RATELIMIT_INIT("ignored notifications");
+        pid_t sender = from->pid;
 
-        if (!process_descends_from(sender, r->child)) {
+        /* The sender's pidfd, not its pid (issue 19): by the time the
+         * message is read, its number may be another process's. */
+        if (!peer_descends_from(from, r->child)) {
                 log_ratelimited(&ignored, LOG_LEVEL_INFO, "ignoring a notification from pid %d, which is not '%s' (pid %d)",
                                 (int) sender, command_name(r), (int) r->child);
                 return;
@@ -218,7 +221,7 @@ static int on_broker(struct loop *l, int fd, uint32_t revents, void *userdata) {
 void readiness_hear(struct readiness *r) {
         char buf[NOTIFY_MESSAGE_MAX + 1];
         struct notify_message m;
-        pid_t sender;
+        struct peer sender;
         int k;
 
         /* A claim or a report sent just before COMMAND exited, too. */
@@ -227,8 +230,10 @@ void readiness_hear(struct readiness *r) {
         if (r->notify.fd < 0)
                 return;
         while ((k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
-                if (k > 0)
-                        hear_one(r, sender, &m);
+                if (k > 0) {
+                        hear_one(r, &sender, &m);
+                        peer_done(&sender);
+                }
         if (k != -EAGAIN && k != -EWOULDBLOCK)
                 log_error_errno(k, "cannot read a notification: %m");
 }
@@ -301,6 +306,8 @@ void readiness_stop(struct readiness *r) {
 
 void readiness_forget_child(struct readiness *r) {
         r->child = 0;
+        if (r->broker)
+                broker_forget_command(r->broker);
 }
 
 const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_t size) {

@@ -80,11 +80,14 @@ int readiness_start(struct readiness *r, pid_t child);
 /* Stop waiting (ready, timed out, or COMMAND exited): timers and probes
  * go, the notification socket stays. */
 void readiness_stop(struct readiness *r);
-/* COMMAND is gone: nothing it or its descendants send counts any more. */
+/* COMMAND is reaped: nothing it or its descendants send counts any more,
+ * and nobody may claim a socket (its number is free for any process now,
+ * issue 19). Call it at once. */
 void readiness_forget_child(struct readiness *r);
 
-/* Hear what COMMAND sent before it exited (a last STATUS=, STOPPING=1),
- * before its exit is acted upon. */
+/* Hear what COMMAND sent before it exited (a last STATUS=, STOPPING=1,
+ * a report of what it bound), before it is reaped: a zombie's pidfd
+ * still has its number, which is how the sender checks know it. */
 void readiness_hear(struct readiness *r);
 
 /* --netns: COMMAND's notification socket, made anew in its namespace

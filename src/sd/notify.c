@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "address.h"
+#include "compat.h"
 #include "notify.h"
 #include "parse.h"
 #include "sd.h"
@@ -68,14 +69,27 @@ void notify_message_parse(const char *buf, size_t len, struct notify_message *re
         *ret = m;
 }
 
+/* The kernel's word for each sender: SCM_CREDENTIALS, and the sender
+ * itself as SCM_PIDFD where the kernel has it (Linux 6.5): its pid is
+ * only a number, which may be another process's by the time the message
+ * is read (issue 19). */
+static int pass_credentials(int fd) {
+        int one = 1;
+
+        if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0)
+                return -errno;
+        (void) setsockopt(fd, SOL_SOCKET, SO_PASSPIDFD, &one, sizeof one);
+        return 0;
+}
+
 int notify_socket_open(struct notify_socket *ret) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct notify_socket s = { .fd = -1 };
         socklen_t len;
-        int one = 1, r;
+        int r;
 
-        /* What protects READY=1 is the sender check on SCM_CREDENTIALS,
-         * which the kernel fills in, not the name. */
+        /* What protects READY=1 is the sender check on what the kernel
+         * fills in (pass_credentials()), not the name. */
         r = abstract_socket_name(s.address, sizeof s.address, "notify");
         if (r < 0)
                 return r;
@@ -85,9 +99,10 @@ int notify_socket_open(struct notify_socket *ret) {
         len = (socklen_t) strlen(s.address);
         memcpy(sa.sun_path, s.address, len);
         sa.sun_path[0] = '\0';
-        if (setsockopt(s.fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0 ||
-            bind(s.fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0) {
+        r = pass_credentials(s.fd);
+        if (r == 0 && bind(s.fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
                 r = -errno;
+        if (r < 0) {
                 close(s.fd);
                 return r;
         }
@@ -101,11 +116,11 @@ void notify_socket_close(struct notify_socket *s) {
         s->fd = -1;
 }
 
-int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t *ret_sender,
+int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, struct peer *ret_sender,
                           struct notify_message *ret) {
         union {
                 struct cmsghdr header;
-                char space[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
+                char space[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(int) * 16)];
         } control;
         struct iovec iov = { .iov_base = buf, .iov_len = size - 1 };
         struct msghdr msg = {
@@ -115,6 +130,8 @@ int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t
                 .msg_controllen = sizeof control,
         };
         const struct ucred *cred = NULL;
+        /* No SCM_PIDFD: the kernel has none (peer_init()). */
+        int pidfd = -ENOPROTOOPT;
         ssize_t n;
 
         n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
@@ -126,6 +143,10 @@ int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t
                         continue;
                 if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(struct ucred)))
                         cred = (const struct ucred *) CMSG_DATA(c);
+                /* A negative value: the sender was gone (Linux 6.5 to
+                 * 6.15 cannot make a pidfd of a reaped process). */
+                else if (c->cmsg_type == SCM_PIDFD && c->cmsg_len == CMSG_LEN(sizeof(int)) && pidfd == -ENOPROTOOPT)
+                        memcpy(&pidfd, CMSG_DATA(c), sizeof pidfd);
                 else if (c->cmsg_type == SCM_RIGHTS) {
                         int *fds = (int *) CMSG_DATA(c);
                         size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -133,10 +154,13 @@ int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t
                                 close(fds[i]);
                 }
         }
-        if (!cred || cred->pid <= 0 || (size_t) n >= size || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+        if (!cred || cred->pid <= 0 || (size_t) n >= size || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+                if (pidfd >= 0)
+                        close(pidfd);
                 return 0;
+        }
         buf[n] = '\0';
-        *ret_sender = cred->pid;
+        peer_init(ret_sender, cred->pid, cred->uid, cred->gid, pidfd);
         notify_message_parse(buf, (size_t) n, ret);
         return 1;
 }
@@ -150,14 +174,17 @@ void notify_manager(const char *message) {
 int notify_socket_move(struct notify_socket *s, int fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         socklen_t len = (socklen_t) strlen(s->address);
-        int one = 1, flags = fcntl(fd, F_GETFL);
+        int flags = fcntl(fd, F_GETFL), r = 0;
 
         memcpy(sa.sun_path, s->address, len);
         sa.sun_path[0] = '\0';
-        if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0 ||
-            bind(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0) {
-                int r = -errno;
+        if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+                r = -errno;
+        if (r == 0)
+                r = pass_credentials(fd);
+        if (r == 0 && bind(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+                r = -errno;
+        if (r < 0) {
                 close(fd);
                 return r;
         }

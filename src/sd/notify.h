@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "process.h"
+
 /* What one sd_notify(3) datagram says, as far as prebind cares. Unknown
  * keys are ignored, as systemd does. */
 struct notify_message {
@@ -26,7 +28,8 @@ struct notify_message {
 void notify_message_parse(const char *buf, size_t len, struct notify_message *ret);
 
 /* A private notification socket for COMMAND: an abstract AF_UNIX datagram
- * socket with SO_PASSCRED, so the sender of each message is known. */
+ * socket with SO_PASSCRED and SO_PASSPIDFD, so the sender of each message
+ * is known. */
 struct notify_socket {
         int fd;
         char address[64];       /* for NOTIFY_SOCKET=, "@prebind/…" */
@@ -35,10 +38,11 @@ struct notify_socket {
 int notify_socket_open(struct notify_socket *ret);
 void notify_socket_close(struct notify_socket *s);
 
-/* Receive one message. Returns 1 with *ret_sender and the parsed message
- * (pointing into buf), 0 if the message was dropped (no credentials,
- * truncated), or -errno (-EAGAIN when there is nothing to read). */
-int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, pid_t *ret_sender,
+/* Receive one message. Returns 1 with *ret_sender (peer_done() it) and
+ * the parsed message (pointing into buf), 0 if the message was dropped
+ * (no credentials, truncated), or -errno (-EAGAIN when there is nothing
+ * to read). */
+int notify_socket_receive(struct notify_socket *s, char *buf, size_t size, struct peer *ret_sender,
                           struct notify_message *ret);
 
 /* Tell prebind's own service manager (its NOTIFY_SOCKET, if any). */

@@ -301,10 +301,9 @@ static void on_event(struct supervisor *s, enum lc_event event) {
 
 /* COMMAND exited with status (exit_status_of()). */
 static void command_exited(struct supervisor *s, int status) {
-        /* What COMMAND said before it exited is queued already: hear it (a
-         * last STATUS=, STOPPING=1) before going on. */
-        readiness_hear(s->job->readiness);
-        /* …and pass on all it wrote (--ready-log). */
+        /* Reaped: its number may be the next process's. What it said was
+         * heard before (reap()); now pass on all it wrote (--ready-log). */
+        readiness_forget_child(s->job->readiness);
         readiness_command_exited(s->job->readiness);
         if (s->pidfd >= 0) {
                 loop_remove(s->loop, s->pidfd);
@@ -312,7 +311,6 @@ static void command_exited(struct supervisor *s, int status) {
         }
         s->pidfd = -1;
         s->child = 0;
-        readiness_forget_child(s->job->readiness);
         if (s->job->netns)
                 netns_job_stopped(s->job->netns);
         disarm_timer(s, &s->kill_timer_fd);
@@ -328,7 +326,12 @@ static void reap(struct supervisor *s) {
         pid_t pid;
         int status, command_status = -1;
 
-        /* Every zombie first: one left unreaped would still count as a
+        /* What COMMAND said before it exited is queued already: hear it (a
+         * last STATUS=, STOPPING=1, a report of what it bound) while it is
+         * a zombie, whose number is still its own: the sender checks go by
+         * pidfd, and a reaped sender's pidfd has no number (issue 19). */
+        readiness_hear(s->job->readiness);
+        /* Every zombie next: one left unreaped would still count as a
          * member of COMMAND's group. */
         while (reap_one(&pid, &status) > 0)
                 if (pid == s->child)

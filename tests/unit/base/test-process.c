@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Processes (process.c) with real, short-lived children: the exit status
  * a shell would report, reaping without waiting, signalling one process
- * or its group, and the descent check that decides whose READY=1 counts.
+ * or its group, and the descent check that decides whose READY=1 or
+ * socket claim counts: by pidfd, a process that is reaped counts no more.
  * Each test runs in check's own forked process, so its children are its
  * own; every wait is bounded. */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,14 +228,27 @@ END_TEST
 
 /* ---- descent -------------------------------------------------------------- */
 
+/* The check on a pid number, as it is made where the kernel has no
+ * SO_PEERPIDFD: pidfd_open() of the number, now. */
+static bool descends(pid_t pid, pid_t root) {
+        struct peer p;
+        bool yes;
+
+        peer_init(&p, pid, getuid(), getgid(), -ENOPROTOOPT);
+        yes = peer_descends_from(&p, root);
+        peer_done(&p);
+        ck_assert_int_eq(p.pidfd, -1);
+        return yes;
+}
+
 START_TEST(test_descends_self_and_child) {
         pid_t child = child_waiting(false);
 
-        ck_assert(process_descends_from(getpid(), getpid()));
-        ck_assert(process_descends_from(child, getpid()));
-        ck_assert(process_descends_from(child, child));
+        ck_assert(descends(getpid(), getpid()));
+        ck_assert(descends(child, getpid()));
+        ck_assert(descends(child, child));
         /* Not the other way round. */
-        ck_assert(!process_descends_from(getpid(), child));
+        ck_assert(!descends(getpid(), child));
         kill(child, SIGKILL);
         unit_wait_bounded(child);
 }
@@ -261,9 +276,9 @@ START_TEST(test_descends_grandchild) {
         close(p[1]);
         ck_assert_int_eq(read(p[0], &grandchild, sizeof grandchild), (ssize_t) sizeof grandchild);
         close(p[0]);
-        ck_assert(process_descends_from(grandchild, child));
-        ck_assert(process_descends_from(grandchild, getpid()));
-        ck_assert(!process_descends_from(child, grandchild));
+        ck_assert(descends(grandchild, child));
+        ck_assert(descends(grandchild, getpid()));
+        ck_assert(!descends(child, grandchild));
         kill(grandchild, SIGKILL);
         unit_wait_bounded(child);
 }
@@ -273,21 +288,21 @@ START_TEST(test_descends_unrelated_and_pid_1) {
         pid_t a = child_waiting(false), b = child_waiting(false);
 
         /* Siblings are unrelated. */
-        ck_assert(!process_descends_from(a, b));
-        ck_assert(!process_descends_from(b, a));
+        ck_assert(!descends(a, b));
+        ck_assert(!descends(b, a));
         /* The walk stops at pid 1 without claiming it: nobody descends
          * from 1 in prebind's sense, and 1 descends from nobody. */
-        ck_assert(!process_descends_from(getpid(), 1));
-        ck_assert(!process_descends_from(1, getpid()));
-        ck_assert(!process_descends_from(1, 1));
-        ck_assert(!process_descends_from(0, getpid()));
+        ck_assert(!descends(getpid(), 1));
+        ck_assert(!descends(1, getpid()));
+        ck_assert(!descends(1, 1));
+        ck_assert(!descends(0, getpid()));
         /* A pid that does not exist. */
-        ck_assert(!process_descends_from(a, 0));
+        ck_assert(!descends(a, 0));
         kill(a, SIGKILL);
         kill(b, SIGKILL);
         unit_wait_bounded(a);
         unit_wait_bounded(b);
-        ck_assert(!process_descends_from(a, getpid()));
+        ck_assert(!descends(a, getpid()));
 }
 END_TEST
 
@@ -316,13 +331,81 @@ START_TEST(test_descends_not_fooled_by_a_name) {
         close(p[1]);
         ck_assert_int_eq(read(p[0], &c, 1), 1);
         close(p[0]);
-        ck_assert(!process_descends_from(spoofer, root));
+        ck_assert(!descends(spoofer, root));
         /* Its real parent is still found past the name. */
-        ck_assert(process_descends_from(spoofer, getpid()));
+        ck_assert(descends(spoofer, getpid()));
         kill(spoofer, SIGKILL);
         kill(root, SIGKILL);
         unit_wait_bounded(spoofer);
         unit_wait_bounded(root);
+}
+END_TEST
+
+/* A pidfd is the process, not its number (issue 19): a zombie still has
+ * its number and passes; once reaped, its pidfd has none, and the check
+ * fails, even against root's own number, which the next process forked
+ * may get. */
+START_TEST(test_peer_reaped_is_nobody) {
+        pid_t child = child_waiting(false);
+        struct peer p;
+        siginfo_t info = { 0 };
+
+        peer_init(&p, child, getuid(), getgid(), -ENOPROTOOPT);
+        if (p.by_number) {
+                /* No pidfd_open() (valgrind before 3.20): nothing to test. */
+                kill(child, SIGKILL);
+                unit_wait_bounded(child);
+                return;
+        }
+        ck_assert_int_ge(p.pidfd, 0);
+        ck_assert(!peer_exited(&p));
+        ck_assert(peer_descends_from(&p, getpid()));
+        ck_assert_int_eq(kill(child, SIGKILL), 0);
+        ck_assert_int_eq(waitid(P_PID, (id_t) child, &info, WEXITED | WNOWAIT), 0);
+        ck_assert(peer_exited(&p));                     /* a zombie: exited… */
+        ck_assert(peer_descends_from(&p, child));       /* …and still itself */
+        ck_assert(peer_descends_from(&p, getpid()));
+        unit_wait_bounded(child);
+        ck_assert(peer_exited(&p));
+        ck_assert(!peer_descends_from(&p, child));
+        ck_assert(!peer_descends_from(&p, getpid()));
+        peer_done(&p);
+        peer_done(&p);  /* twice is harmless */
+}
+END_TEST
+
+START_TEST(test_peer_gone_before_it_was_pinned) {
+        struct peer p;
+
+        /* SO_PEERPIDFD or SCM_PIDFD failed: the sender was gone. */
+        peer_init(&p, getpid(), getuid(), getgid(), -ESRCH);
+        ck_assert_int_eq(p.pidfd, -1);
+        ck_assert(peer_exited(&p));
+        ck_assert(!peer_descends_from(&p, getpid()));
+        /* A pid that is nobody's. */
+        peer_init(&p, 0, getuid(), getgid(), -ENOPROTOOPT);
+        ck_assert_int_eq(p.pidfd, -1);
+        ck_assert(!peer_descends_from(&p, getpid()));
+        p = PEER_NONE;
+        ck_assert(peer_exited(&p));
+        peer_done(&p);
+}
+END_TEST
+
+START_TEST(test_peer_ids_must_be_its_own) {
+        struct peer p;
+
+        /* Ids the process does not have: its number was reused by
+         * another user's process, or it changed them. */
+        peer_init(&p, getpid(), getuid() + 1, getgid(), -ENOPROTOOPT);
+        ck_assert(!peer_descends_from(&p, getpid()));
+        peer_done(&p);
+        peer_init(&p, getpid(), getuid(), getgid() + 1, -ENOPROTOOPT);
+        ck_assert(!peer_descends_from(&p, getpid()));
+        peer_done(&p);
+        peer_init(&p, getpid(), getuid(), getgid(), -ENOPROTOOPT);
+        ck_assert(peer_descends_from(&p, getpid()));
+        peer_done(&p);
 }
 END_TEST
 
@@ -349,6 +432,9 @@ int main(void) {
         tcase_add_test(descent, test_descends_grandchild);
         tcase_add_test(descent, test_descends_unrelated_and_pid_1);
         tcase_add_test(descent, test_descends_not_fooled_by_a_name);
+        tcase_add_test(descent, test_peer_reaped_is_nobody);
+        tcase_add_test(descent, test_peer_gone_before_it_was_pinned);
+        tcase_add_test(descent, test_peer_ids_must_be_its_own);
         suite_add_tcase(s, descent);
         return unit_run(s);
 }

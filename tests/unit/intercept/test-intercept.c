@@ -409,6 +409,15 @@ static pid_t spawn_client(const struct broker *broker, const char *scenario, boo
         return pid;
 }
 
+/* Has pid exited? Without reaping it: as prebind does, what it sent is
+ * heard while it is a zombie, whose pidfd still has its number. */
+static bool exited_unreaped(pid_t pid) {
+        siginfo_t info = { 0 };
+
+        ck_assert_int_eq(waitid(P_PID, (id_t) pid, &info, WEXITED | WNOHANG | WNOWAIT), 0);
+        return info.si_pid == pid;
+}
+
 static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
         struct timespec start, now;
         int status = -1;
@@ -421,7 +430,7 @@ static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
 
                 if (poll(&p, 1, 20) > 0)
                         ck_assert_int_eq(broker_dispatch(fx.broker), 0);
-                if (waitpid(pid, &status, WNOHANG) == pid)
+                if (exited_unreaped(pid))
                         break;
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 if (now.tv_sec - start.tv_sec > 20) {
@@ -430,8 +439,9 @@ static int run_client(const char *scenario, bool with_broker, pid_t claimant) {
                         ck_abort_msg("intercept-client %s did not finish within 20s", scenario);
                 }
         }
-        /* Reports sent just before exit are read now. */
+        /* Reports sent just before exit are read now, then it is reaped. */
         (void) broker_dispatch(fx.broker);
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
         ck_assert(WIFEXITED(status));
         return WEXITSTATUS(status);
 }
@@ -555,6 +565,38 @@ START_TEST(test_broker_garbage) {
 }
 END_TEST
 
+/* A connection that never sends its request is closed after 1 to 2 s
+ * (issue 19): nobody keeps one open to claim from later, once the
+ * process that connected is gone. */
+START_TEST(test_broker_closes_a_silent_connection) {
+        const char *name = strchr(broker_env_address(fx.broker), '@');
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        socklen_t len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + strlen(name));
+        int silent = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct timespec start, now;
+        double waited = 0;
+        char buf[64];
+
+        memcpy(addr.sun_path + 1, name + 1, strlen(name) - 1);
+        ck_assert_int_eq(connect(silent, (struct sockaddr *) &addr, len), 0);
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                struct pollfd p = { .fd = broker_fd(fx.broker), .events = POLLIN };
+
+                if (poll(&p, 1, 50) > 0)
+                        ck_assert_int_eq(broker_dispatch(fx.broker), 0);
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                waited = (double) (now.tv_sec - start.tv_sec) + (double) (now.tv_nsec - start.tv_nsec) / 1e9;
+                if (recv(silent, buf, sizeof buf, 0) == 0)
+                        break;
+                ck_assert_int_eq(errno, EAGAIN);
+                ck_assert_msg(waited < 5, "still open after %.1fs", waited);
+        }
+        ck_assert_msg(waited > 0.9 && waited < 2.9, "closed after %.2fs", waited);
+        close(silent);
+}
+END_TEST
+
 /* ---- a claim as a readiness condition (ready.c) ------------------------ */
 
 struct readiness_calls {
@@ -601,9 +643,11 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
         ck_assert(readiness_waiting(r));
         for (int i = 0; i < 1000 && !calls.met && !calls.timed_out; i++) {
                 ck_assert_int_ge(loop_dispatch_once(loop, 20), 0);
-                if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+                if (!exited && exited_unreaped(pid)) {
                         exited = true;
-                        readiness_hear(r);      /* as the supervisor does before acting on an exit */
+                        readiness_hear(r);      /* as the supervisor does before reaping */
+                        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+                        readiness_forget_child(r);
                         if (!timeout_usec)
                                 break;
                 }
@@ -673,6 +717,7 @@ static Suite *intercept_suite(void) {
         tcase_set_timeout(tc, 30);
         tcase_add_checked_fixture(tc, broker_setup, broker_teardown);
         tcase_add_test(tc, test_broker_env);
+        tcase_add_test(tc, test_broker_closes_a_silent_connection);
         tcase_add_test(tc, test_broker_garbage);
         tcase_add_test(tc, test_claim_tcp_both_families);
         tcase_add_test(tc, test_claim_keeps_flags);

@@ -443,13 +443,23 @@ static void send_with_fds(const void *data, size_t len, int n_fds) {
 
 static int receive(struct notify_message *m) {
         char buf[NOTIFY_MESSAGE_MAX + 1];
-        pid_t pid = 0;
+        struct peer from = PEER_NONE;
         int r;
 
         memset(m, 0, sizeof *m);
-        r = notify_socket_receive(&ns, buf, sizeof buf, &pid, m);
-        if (r == 1)
-                ck_assert_int_eq(pid, getpid()); /* the kernel's word for the sender */
+        r = notify_socket_receive(&ns, buf, sizeof buf, &from, m);
+        if (r == 1) {
+                ck_assert_int_eq(from.pid, getpid()); /* the kernel's word for the sender */
+                ck_assert_int_eq(from.uid, getuid());
+                /* …and the sender itself, as a pidfd (SCM_PIDFD, or the
+                 * fallback's pidfd_open()), close-on-exec. */
+                ck_assert_int_ge(from.pidfd, 0);
+                ck_assert_int_eq(fcntl(from.pidfd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+                ck_assert(peer_descends_from(&from, getpid()));
+                ck_assert(!peer_exited(&from));
+        } else
+                ck_assert_int_eq(from.pidfd, -1);
+        peer_done(&from);
         /* m points into buf: keep only what outlives it. */
         m->status = NULL;
         return r;
