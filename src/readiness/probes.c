@@ -95,18 +95,21 @@ static void met(struct probes *p, bool *flag, enum probe_condition condition, co
 /* The attempt is over and not ready: the next one is due. */
 static void attempt_failed(struct probes *p, struct attempts *a) {
         uint64_t now = now_usec(), next = probe_next_start(a->started, now, p->config->ready_interval_usec);
+        int r;
 
         a->running = false;
-        if (p->waiting && timer_start(&a->timer_fd, next > now ? next - now : 0) < 0)
-                log_error("cannot arm the probe timer: %m");
+        if (p->waiting && (r = timer_start(&a->timer_fd, next > now ? next - now : 0)) < 0)
+                log_error_errno(r, "cannot arm the probe timer: %m");
 }
 
 static void attempt_started(struct attempts *a) {
+        int r;
+
         a->running = true;
         a->started = now_usec();
         a->count++;
-        if (timer_start(&a->timer_fd, a->bound) < 0)
-                log_error("cannot arm the probe timer: %m");
+        if ((r = timer_start(&a->timer_fd, a->bound)) < 0)
+                log_error_errno(r, "cannot arm the probe timer: %m");
 }
 
 /* The attempt ran out of time: the next may take longer (see probes.h). */
@@ -203,9 +206,9 @@ static void exec_begin(struct probes *p) {
                 return;
         }
         attempt_started(&p->exec_attempts);
-        if (loop_add(p->loop, p->ep.done_fd, EPOLLIN, exec_event, p) < 0 ||
-            loop_add(p->loop, p->ep.output_fd, EPOLLIN, exec_event, p) < 0)
-                log_error("cannot watch the --ready-exec probe: %m");
+        if ((r = loop_add(p->loop, p->ep.done_fd, EPOLLIN, exec_event, p)) < 0 ||
+            (r = loop_add(p->loop, p->ep.output_fd, EPOLLIN, exec_event, p)) < 0)
+                log_error_errno(r, "cannot watch the --ready-exec probe: %m");
 }
 
 /* ---- --ready-http --------------------------------------------------------- */
@@ -264,8 +267,10 @@ static int http_timer(struct loop *l, int fd, uint32_t revents, void *userdata) 
         }
         /* Not accepted yet: wait on; the --ready timeout bounds it. */
         if (http_probe_queued(&p->hp)) {
-                if (timer_start(&p->http_attempts.timer_fd, p->http_attempts.bound) < 0)
-                        log_error("cannot arm the probe timer: %m");
+                int r = timer_start(&p->http_attempts.timer_fd, p->http_attempts.bound);
+
+                if (r < 0)
+                        log_error_errno(r, "cannot arm the probe timer: %m");
                 return 0;
         }
         /* No answer in time: COMMAND is busy, or does not answer. */
@@ -284,8 +289,8 @@ static void http_begin(struct probes *p) {
                 http_failed(p, false);
                 return;
         }
-        if (loop_add(p->loop, p->hp.fd, http_probe_events(&p->hp), http_event, p) < 0) {
-                log_error("cannot watch the --ready-http probe: %m");
+        if ((r = loop_add(p->loop, p->hp.fd, http_probe_events(&p->hp), http_event, p)) < 0) {
+                log_error_errno(r, "cannot watch the --ready-http probe: %m");
                 http_probe_abort(&p->hp);
                 http_failed(p, false);
                 return;
@@ -308,7 +313,7 @@ static int setup_log(struct probes *p, const char *pattern) {
         p->log = true;
         if (line_matcher_init(&p->out_lines, &p->re, &p->tail) < 0 ||
             line_matcher_init(&p->err_lines, &p->re, &p->tail) < 0)
-                return log_error_errno(ENOMEM, "out of memory");
+                return log_oom();
         r = relay_open(&p->out, STDOUT_FILENO, &p->out_lines);
         if (r >= 0)
                 r = relay_open(&p->err, STDERR_FILENO, &p->err_lines);
@@ -319,7 +324,6 @@ static int setup_log(struct probes *p, const char *pattern) {
 
 static int setup_exec(struct probes *p, const struct bound_socket *sockets, size_t n, char *const *setenv,
                       size_t n_setenv) {
-        extern char **environ;
         const char *command = p->config->ready_exec;
         char quoted[LOG_QUOTE_SIZE], **kept;
         size_t offset = 0, n_kept = 0;
@@ -329,7 +333,7 @@ static int setup_exec(struct probes *p, const struct bound_socket *sockets, size
          * path with a space or "$(…)" in it is a path, never shell code. */
         r = template_expand(command, sockets, n, TEMPLATE_SHELL, &p->exec_command, &offset);
         if (r == -ENOMEM)
-                return log_error_errno(r, "out of memory");
+                return log_oom();
         if (r < 0) {
                 log_error("--ready-exec: '%s': %s at '%s'", log_shorten(command, quoted),
                           r == -ENOENT ? "no socket of that name or index"
@@ -342,14 +346,14 @@ static int setup_exec(struct probes *p, const struct bound_socket *sockets, size
          * alone (LISTEN_*, its NOTIFY_SOCKET). */
         kept = calloc(n_setenv + 1, sizeof *kept);
         if (!kept)
-                return log_error_errno(ENOMEM, "out of memory");
+                return log_oom();
         for (size_t i = 0; i < n_setenv; i++)
                 if (strncmp(setenv[i], "NOTIFY_SOCKET=", strlen("NOTIFY_SOCKET=")) != 0)
                         kept[n_kept++] = setenv[i];
         r = child_env_build(environ, kept, n_kept, NULL, 0, &p->env);
         free(kept);
         if (r < 0)
-                return log_error_errno(r, "out of memory");
+                return log_oom();
         p->exec = true;
         exec_probe_init(&p->ep, p->exec_command, p->env.envp);
         return 0;
@@ -371,7 +375,7 @@ static int setup_http(struct probes *p, const struct bound_socket *sockets, size
                 return r;
         }
         if (r < 0)
-                return log_error_errno(r, "out of memory");
+                return log_oom();
         p->http = true;
         return 0;
 }
@@ -467,6 +471,8 @@ static int start_timer(struct probes *p, struct attempts *a, loop_handler handle
 }
 
 void probes_start(struct probes *p) {
+        int r;
+
         if (!p || !p->loop)
                 return;
         probes_stop(p);
@@ -490,10 +496,10 @@ void probes_start(struct probes *p) {
         p->ep.timed_out = false;
         p->ep.last_output[0] = '\0';
         p->exec_attempts.bound = p->http_attempts.bound = probe_attempt_timeout(p->config->ready_interval_usec);
-        if (p->exec && start_timer(p, &p->exec_attempts, exec_timer) < 0)
-                log_error("cannot arm the --ready-exec timer: %m");
-        if (p->http && start_timer(p, &p->http_attempts, http_timer) < 0)
-                log_error("cannot arm the --ready-http timer: %m");
+        if (p->exec && (r = start_timer(p, &p->exec_attempts, exec_timer)) < 0)
+                log_error_errno(r, "cannot arm the --ready-exec timer: %m");
+        if (p->http && (r = start_timer(p, &p->http_attempts, http_timer)) < 0)
+                log_error_errno(r, "cannot arm the --ready-http timer: %m");
 }
 
 void probes_stop(struct probes *p) {

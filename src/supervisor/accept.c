@@ -37,7 +37,6 @@ struct acceptor {
         int error;              /* accepting cannot go on: -errno */
 };
 
-extern char **environ;
 
 static void reap_connections(struct acceptor *a) {
         pid_t pid;
@@ -188,7 +187,6 @@ static int set_accepting(struct acceptor *a, bool accepting) {
 /* One environment for every connection: the peer and LISTEN_PID are
  * written into their slots just before each start. */
 static int prepare(struct acceptor *a) {
-        extern char **environ;
         const struct job *job = a->job;
         struct bound_socket conn_name = { .fd = -1, .name = "connection" };
 

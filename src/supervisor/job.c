@@ -270,7 +270,6 @@ static int intercept_targets(const struct job *job, struct broker_target *target
  * checked first: one that no LD_PRELOAD reaches would leave its clients
  * hanging on a socket nobody accepts on, so it is not started at all. */
 static int setup_intercept(struct job *job) {
-        extern char **environ;
         const struct config *c = job->config;
         struct broker_target targets[INTERCEPT_TARGETS_MAX];
         _cleanup_free_ char *path = NULL, *library = NULL;
@@ -338,7 +337,6 @@ static int setup_intercept(struct job *job) {
 }
 
 int job_setup(const struct config *config, struct job *ret) {
-        extern char **environ;
         struct job *job = ret;
         int r;
 

@@ -16,7 +16,6 @@
 #include "signals.h"
 #include "spawn.h"
 
-extern char **environ;
 
 int exec_error_to_status(int err) {
         return err == ENOENT ? EXIT_ENOENT : EXIT_CANNOT_INVOKE;
