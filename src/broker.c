@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 
 #include "address.h"
 #include "broker.h"
+#include "claims.h"
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "log.h"
@@ -19,23 +19,12 @@
 
 _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both ends");
 
-/* Binds COMMAND reported, the last few, for the message on a timeout. */
-#define REPORTS_MAX 8
 /* Connections accepted and not yet answered. */
 #define PENDING_MAX 64
 
 struct target_state {
         struct broker_target target;
         bool claimed;
-};
-
-struct report {
-        pid_t pid;
-        int kind;
-        int family;
-        int type;
-        unsigned port;
-        char address[INTERCEPT_ADDRESS_MAX];
 };
 
 struct broker {
@@ -46,8 +35,8 @@ struct broker {
         size_t n_targets;
         int pending[PENDING_MAX];
         size_t n_pending;
-        struct report reports[REPORTS_MAX];
-        size_t n_reports;       /* total since broker_set_command() */
+        struct claims_notes notes; /* binds COMMAND reported, for the message on a timeout */
+        size_t n_reports;       /* total since broker_set_command(), decoys too */
         unsigned refused;       /* claims refused since then */
         pid_t refused_pid;
         char env_address[sizeof "PREBIND_BROKER=" + sizeof(struct sockaddr_un)];
@@ -146,6 +135,7 @@ void broker_set_command(struct broker *b, pid_t pid) {
         for (size_t i = 0; i < b->n_targets; i++)
                 b->targets[i].claimed = false;
         b->n_reports = 0;
+        b->notes.n = 0;
         b->refused = 0;
 }
 
@@ -154,10 +144,6 @@ bool broker_all_claimed(const struct broker *b) {
                 if (!b->targets[i].claimed)
                         return false;
         return true;
-}
-
-static const char *type_name(int type) {
-        return type == SOCK_DGRAM ? "udp" : type == SOCK_STREAM ? "tcp" : "other";
 }
 
 static void forget_pending(struct broker *b, int fd) {
@@ -171,12 +157,8 @@ static void forget_pending(struct broker *b, int fd) {
 }
 
 static void remember(struct broker *b, pid_t pid, const struct intercept_request *req) {
-        struct report *r = &b->reports[b->n_reports % REPORTS_MAX];
-
-        *r = (struct report) { .pid = pid, .kind = (int) req->kind, .family = req->family, .type = req->type,
-                               .port = req->port };
-        memcpy(r->address, req->address, sizeof r->address);
-        r->address[sizeof r->address - 1] = '\0';
+        if (req->kind == INTERCEPT_REPORT)
+                claims_note(&b->notes, req->family, req->type, req->port, req->address);
         b->n_reports++;
 }
 
@@ -221,7 +203,7 @@ static void handle_claim(struct broker *b, int conn, pid_t pid, const struct int
 
         if (!t) {
                 log_debug("pid %d asked for port %u/%s, which is not intercepted", (int) pid, req->port,
-                          type_name(req->type));
+                          claims_type_name(req->type));
                 remember(b, pid, req);
                 reply(conn, ENOENT, 0, -1);
                 return;
@@ -238,7 +220,7 @@ static void handle_claim(struct broker *b, int conn, pid_t pid, const struct int
                 (void) intercept_sockaddr_port(&addr.sa, len, &port);
         reply(conn, 0, port, t->target.fd);
         log_debug("handed socket '%s' (port %u) to pid %d for its bind of %s port %u/%s", t->target.name, port,
-                  (int) pid, req->address, req->port, type_name(req->type));
+                  (int) pid, req->address, req->port, claims_type_name(req->type));
         t->claimed = true;
 }
 
@@ -262,10 +244,10 @@ static void handle_connection(struct broker *b, int conn) {
                                 remember(b, cred.pid, &req);
                         if (req.kind == INTERCEPT_DECOY)
                                 log_debug("pid %d bound %s port %u/%s again: given a private port of its own",
-                                          (int) cred.pid, req.address, req.port, type_name(req.type));
+                                          (int) cred.pid, req.address, req.port, claims_type_name(req.type));
                         else
                                 log_debug("pid %d bound %s%s%u/%s (not intercepted)", (int) cred.pid, req.address,
-                                          req.port ? " port " : "", req.port, type_name(req.type));
+                                          req.port ? " port " : "", req.port, claims_type_name(req.type));
                 }
         }
         forget_pending(b, conn);
@@ -307,24 +289,9 @@ int broker_dispatch(struct broker *b) {
         return 0;
 }
 
-/* snprintf() that never runs past the end: len stays at most size - 1. */
-static size_t append(char *buf, size_t size, size_t len, const char *format, ...) __attribute__((format(printf, 4, 5)));
-static size_t append(char *buf, size_t size, size_t len, const char *format, ...) {
-        va_list ap;
-        int n;
-
-        if (len + 1 >= size)
-                return len;
-        va_start(ap, format);
-        n = vsnprintf(buf + len, size - len, format, ap);
-        va_end(ap);
-        if (n < 0)
-                return len;
-        return len + (size_t) n < size ? len + (size_t) n : size - 1;
-}
-
 void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
-        size_t first = b->n_reports > REPORTS_MAX ? b->n_reports - REPORTS_MAX : 0, len = 0, shown = 0;
+        struct intercept_port unclaimed[INTERCEPT_PORTS_MAX];
+        size_t n = 0, len;
 
         if (size == 0)
                 return;
@@ -333,29 +300,13 @@ void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
                 return;
         for (size_t i = 0; i < b->n_targets; i++)
                 if (!b->targets[i].claimed)
-                        len = append(buf, size, len, "%s%u/%s", shown++ ? " or " : "did not claim port ",
-                                     b->targets[i].target.port, type_name(b->targets[i].target.type));
-        /* What it bound instead. */
-        shown = 0;
-        for (size_t k = first; k < b->n_reports; k++) {
-                const struct report *r = &b->reports[k % REPORTS_MAX];
-                bool v6 = r->family == AF_INET6;
-
-                if (r->kind != INTERCEPT_REPORT)
-                        continue;
-                len = append(buf, size, len, "%s", shown++ ? ", " : " (it bound ");
-                if (r->family == AF_UNIX)
-                        len = append(buf, size, len, "unix socket '%s'", r->address);
-                else
-                        len = append(buf, size, len, "%s%s%s:%u/%s", v6 ? "[" : "", r->address, v6 ? "]" : "",
-                                     r->port, type_name(r->type));
-        }
-        if (shown)
-                len = append(buf, size, len, " instead)");
+                        unclaimed[n++] = (struct intercept_port) { b->targets[i].target.port,
+                                                                   b->targets[i].target.type };
+        len = claims_describe(&b->notes, unclaimed, n, buf, size);
         if (b->refused)
-                (void) append(buf, size, len, " (%u claim%s refused to pid %d, which does not descend from it)",
-                              b->refused, b->refused == 1 ? "" : "s", (int) b->refused_pid);
+                (void) claims_append(buf, size, len, " (%u claim%s refused to pid %d, which does not descend from it)",
+                                     b->refused, b->refused == 1 ? "" : "s", (int) b->refused_pid);
         else if (b->n_reports == 0)
-                (void) append(buf, size, len, " (it never called bind() through the C library: a static or Go "
-                              "program makes raw system calls, see --netns)");
+                (void) claims_append(buf, size, len, " (it never called bind() through the C library: a static or "
+                                     "Go program makes raw system calls, see --netns)");
 }
