@@ -216,9 +216,11 @@ const char *intercept_seccomp_why_not(int r) {
                 return "another seccomp supervisor already listens in this process tree (an outer prebind "
                        "--intercept, or a container runtime)";
         case -EINVAL:
-        case -ENOSYS:
         case -ENOTTY:
                 return "the kernel is too old (seccomp user notification with ADDFD needs Linux 5.9)";
+        case -ENOSYS:
+                return "seccomp() is not available (a kernel without seccomp filters, or an emulator that lacks "
+                       "it, such as valgrind)";
         case -EACCES:
         case -EPERM:
                 return "a security policy refuses seccomp()";

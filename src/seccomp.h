@@ -23,7 +23,8 @@ struct intercept_seccomp;
 /* Does the kernel let COMMAND's bind() calls come to prebind? A forked
  * child tries it. Returns 0 and the filter flags to use, or -errno:
  * -EBUSY (another seccomp supervisor listens in this process tree),
- * -EINVAL/-ENOSYS/-ENOTTY (a kernel older than 5.9), -EACCES/-EPERM (a
+ * -EINVAL/-ENOTTY (a kernel older than 5.9), -ENOSYS (no seccomp()
+ * at all, or valgrind), -EACCES/-EPERM (a
  * policy refuses seccomp()), -EOPNOTSUPP (not built for this CPU). */
 int intercept_seccomp_probe(unsigned *ret_flags);
 
