@@ -228,7 +228,7 @@ static void hear_seccomp(struct readiness *r) {
 
         if (k < 0)
                 log_error_errno(k, "cannot answer a bind() of COMMAND's (--intercept): %m");
-        else if (r->child > 0 && intercept_seccomp_all_claimed(r->seccomp)) {
+        else if (r->child > 0 && (r->pending & READY_CLAIMED) && intercept_seccomp_all_claimed(r->seccomp)) {
                 log_debug("'%s' took every intercepted socket", command_name(r));
                 readiness_condition_met(r, READY_CLAIMED);
         }

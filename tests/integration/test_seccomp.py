@@ -282,3 +282,20 @@ def test_nginx_reload_that_changes_the_listen_address_keeps_serving(start, tmp_p
     assert wait_for(lambda: curl(f"http://127.0.0.1:{port}/") == "nginx B\n", timeout=TIMEOUT), log.read_text()
     p.stop(signal.SIGQUIT)
     assert not error_lines(log, "emerg", "bind()", "[crit]", "[alert]"), log.read_text()
+
+
+def test_restarted_server_claims_again_on_the_same_port(start, go_server):
+    p, port = start_go(start, go_server, "--restart=always", "--restart-delay=100ms")
+    first = fields(ask(port, "id"))["pid"]
+    ask(port, "exit")
+    # The next COMMAND's filter has a listener of its own.
+    second = None
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            second = fields(ask(port, "id"))["pid"]
+            break
+        except (OSError, KeyError):
+            time.sleep(0.05)
+    assert second and second != first
+    assert p.stop() == 128 + signal.SIGTERM
