@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -157,7 +159,7 @@ static int install_filter(unsigned flags) {
 
         /* Without it an unprivileged process may not install a filter
          * (EACCES); it also keeps setuid programs from gaining privileges. */
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) < 0)
+        if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) < 0)
                 return -errno;
         fd = syscall(SYS_seccomp, SC_SET_MODE_FILTER, SC_FLAG_NEW_LISTENER | flags, &prog);
         return fd < 0 ? -errno : (int) fd;
@@ -170,35 +172,37 @@ static int install_filter(unsigned flags) {
 /* The probe's child: the filter with the killable wait, else without,
  * then ADDFD (5.9) on a notification that does not exist: ENOENT where
  * the kernel knows the ioctl. Exit status: 0 killable, 1 plain, else
- * the errno. */
-static _Noreturn void probe_child(void) {
+ * the errno. It shares prebind's memory (CLONE_VM, prebind waits): raw
+ * system calls only. */
+static int probe_child(void *unused) {
         struct sc_notif_addfd addfd = { .id = 0, .flags = SC_ADDFD_FLAG_SETFD, .srcfd = 0, .newfd = 0 };
-        unsigned status = 0;
-        int fd = install_filter(SC_FLAG_WAIT_KILLABLE_RECV);
+        int status = 0, fd = install_filter(SC_FLAG_WAIT_KILLABLE_RECV);
 
         if (fd == -EINVAL) {
                 fd = install_filter(0);
                 status = 1;
         }
         if (fd < 0)
-                _exit(-fd & 0xff);
-        if (ioctl(fd, SC_IOCTL_NOTIF_ADDFD, &addfd) == 0 || errno != ENOENT)
-                _exit(errno == ENOENT || errno == 0 ? EINVAL : errno & 0xff);
-        _exit((int) status);
+                status = -fd & 0xff;
+        else if (syscall(SYS_ioctl, fd, SC_IOCTL_NOTIF_ADDFD, &addfd) == 0 || errno != ENOENT)
+                status = errno == ENOENT || errno == 0 ? EINVAL : errno & 0xff;
+        syscall(SYS_exit, status);
+        return status;
 }
 
 int intercept_seccomp_probe(unsigned *ret_flags) {
+        /* Its stack; prebind is suspended until the child exits
+         * (CLONE_VFORK): no page tables to copy, as fork() would. */
+        static char stack[16384] __attribute__((aligned(16)));
         int status;
         pid_t pid;
 
 #ifndef SC_AUDIT_ARCH
         return -EOPNOTSUPP;
 #endif
-        pid = fork();
+        pid = clone(probe_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
         if (pid < 0)
                 return -errno;
-        if (pid == 0)
-                probe_child();
         while (waitpid(pid, &status, 0) < 0)
                 if (errno != EINTR)
                         return -errno;
