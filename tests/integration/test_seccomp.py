@@ -6,6 +6,7 @@ forked child, Redis with its default configuration. Every client checks
 that it reached its own server."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -14,9 +15,10 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, curl, public_interposer_env, run, wait_for
+from conftest import PREBIND, PREBIND_REAL, PYTHON, TIMEOUT, curl, public_interposer_env, run, wait_for
 from test_netns import ask, assert_each_reached_its_own, children, fields, go_server  # noqa: F401 (a fixture)
-from test_intercept_servers import NGINX_CONF, redis_cli
+from test_intercept_servers import (NGINX_CONF, init_postgres, pg_bin, redis_cli,  # noqa: F401 (a fixture)
+                                    world_readable_dir)
 from test_intercept import error_lines, needs_root, start_intercepted, which
 
 # valgrind (3.19) does not know seccomp(): under it prebind falls back to
@@ -299,3 +301,32 @@ def test_restarted_server_claims_again_on_the_same_port(start, go_server):
             time.sleep(0.05)
     assert second and second != first
     assert p.stop() == 128 + signal.SIGTERM
+
+
+@needs_root
+def test_postgresql_as_postgres_from_a_private_build_without_the_library(start, tmp_path, world_readable_dir):
+    """The interposer's failure case (it must be readable by postgres):
+    prebind in a 0700 directory, no PREBIND_INTERCEPT_LIBRARY. seccomp
+    needs no file in the server."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    prebind = private / "prebind"
+    shutil.copy(PREBIND_REAL, prebind)
+    base = world_readable_dir
+    data, sockets, as_postgres = init_postgres(base)
+    env = {k: v for k, v in os.environ.items() if k != "PREBIND_INTERCEPT_LIBRARY"}
+    port_file = tmp_path / "port"
+    p = subprocess.Popen([str(prebind), "-q", f"--port-file={port_file}", "--intercept=5432", "--"] + as_postgres +
+                         [pg_bin("postgres"), "-D", str(data), "-p", "5432", "-k", str(sockets), "-c", "fsync=off"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=base)
+    try:
+        assert wait_for(lambda: port_file.exists() or p.poll() is not None, timeout=60) and port_file.exists(), \
+            p.stderr.read().decode() if p.poll() is not None else "not published"
+        port = int(port_file.read_text().split()[0])
+        out = subprocess.run([which("psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-At", "-c",
+                              "select 1"], capture_output=True, text=True, timeout=TIMEOUT, cwd=base)
+        assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
+    finally:
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=TIMEOUT) == 0
+        p.stderr.close()
