@@ -66,6 +66,7 @@ static void help(void) {
                "                               once it is claimed. PORT may be a template ({port})\n"
                "                               With --netns: each connection to socket NAME is\n"
                "                               forwarded to PORT inside; publish once PORT accepts\n"
+               "                               (--intercept-via=seccomp: handed over, no forwarding)\n"
                "      --intercept-via=auto|seccomp|preload\n"
                "                               how: seccomp user notification (any program, Linux\n"
                "                               5.9), the LD_PRELOAD library (dynamic programs), or\n"
@@ -472,10 +473,10 @@ static int check_conflicts(const struct config *c) {
                             !!c->intercepts[i].name == !!c->intercepts[j].name &&
                             (!c->intercepts[i].name || strcmp(c->intercepts[i].name, c->intercepts[j].name) == 0))
                                 return usage_error(NULL, NULL, "--intercept: the same port and socket twice");
-        for (size_t i = 0; c->netns && i < c->n_intercepts; i++)
+        for (size_t i = 0; c->netns && c->intercept_via != INTERCEPT_VIA_SECCOMP && i < c->n_intercepts; i++)
                 if (c->intercepts[i].port_template)
                         return usage_error(NULL, NULL, "--netns --intercept forwards to a fixed port inside: PORT "
-                                           "cannot be a template there");
+                                           "cannot be a template there (but with --intercept-via=seccomp)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
         if (c->netns && (c->exec || c->accept))

@@ -188,9 +188,16 @@ static int setup_parent_death(const struct config *c) {
         return 0;
 }
 
+/* --netns --intercept: forwarded into the namespace, unless asked to be
+ * handed over through seccomp (--intercept-via=seccomp): servers that
+ * reach each other's ports inside the namespace need the forwarding. */
+static bool netns_forwards(const struct config *c) {
+        return c->netns && c->intercept_via != INTERCEPT_VIA_SECCOMP;
+}
+
 /* --netns: the intercepted sockets are forwarded, the others passed. */
 static int setup_netns(struct job *job) {
-        int r = netns_job_new(job->config, job->sockets, job->n_sockets, &job->netns);
+        int r = netns_job_new(job->config, job->sockets, job->n_sockets, netns_forwards(job->config), &job->netns);
 
         if (r < 0)
                 return r;
@@ -357,8 +364,8 @@ static int setup_intercept(struct job *job) {
         int r;
 
         /* With --netns, the intercepted sockets are forwarded into the
-         * namespace instead (src/netns_job.c). */
-        if (c->n_intercepts == 0 || c->netns)
+         * namespace instead (src/netns_job.c), unless seccomp is asked for. */
+        if (c->n_intercepts == 0 || netns_forwards(c))
                 return 0;
         if (c->n_intercepts > INTERCEPT_TARGETS_MAX) {
                 log_error("--intercept: at most %d ports", INTERCEPT_TARGETS_MAX);

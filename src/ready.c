@@ -117,6 +117,9 @@ void readiness_add_broker(struct readiness *r, struct broker *broker) {
 void readiness_add_seccomp(struct readiness *r, struct intercept_seccomp *seccomp) {
         r->seccomp = seccomp;
         r->conditions |= READY_CLAIMED;
+        /* --netns: the server holds the outside socket, nothing is
+         * forwarded to a port inside. */
+        r->conditions &= ~(unsigned) READY_PORTS;
 }
 
 int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets, size_t n, char *const *setenv,

@@ -330,3 +330,31 @@ def test_postgresql_as_postgres_from_a_private_build_without_the_library(start, 
         p.send_signal(signal.SIGINT)
         assert p.wait(timeout=TIMEOUT) == 0
         p.stderr.close()
+
+
+def test_netns_with_seccomp_hands_the_outside_socket_over_without_forwarding(start, go_server):
+    instances = [start(["-v", "--netns", "--intercept-via=seccomp", "--intercept=8080", "--print=port", "-E",
+                        f"ID=instance-{i}", "--", go_server]) for i in range(8)]
+    instances = [(p, int(p.readline())) for p in instances]
+    server_pids = []
+    for i, (p, port) in enumerate(instances):
+        f = fields(ask(port, "id"))
+        assert f["id"] == f"instance-{i}", f
+        server_pids.append(int(f["pid"]))
+        # In a namespace of its own, holding the socket prebind bound outside.
+        assert os.readlink(f"/proc/{f['pid']}/ns/net") != os.readlink(f"/proc/{p.pid}/ns/net")
+    assert len(set(os.readlink(f"/proc/{pid}/ns/net") for pid in server_pids)) == 8
+    assert_each_reached_its_own(instances)
+    for p, _ in instances:
+        assert "handed socket 'unknown' to pid" in p.err and "forwarding" not in p.err.replace(
+            "forwarding signal", ""), p.err
+
+
+def test_netns_with_auto_keeps_forwarding(start, go_server):
+    """Servers that reach each other's ports inside the namespace (the
+    README's --group recipe) need the forwarder: auto keeps it."""
+    p = start(["-v", "--netns", "--intercept=8080", "--print=port", "--", go_server])
+    port = int(p.readline())
+    assert fields(ask(port, "id"))["pid"]
+    p.stop()
+    assert "accepts in the namespace" in p.err and "seccomp" not in p.err, p.err
