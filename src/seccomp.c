@@ -424,6 +424,7 @@ static int read_proc(const char *path, char *buf, size_t size) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         ssize_t n;
 
+        buf[0] = '\0';
         if (fd < 0)
                 return -errno;
         n = read(fd, buf, size - 1);
@@ -537,6 +538,7 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         uint64_t len = req->data.args[2];
         size_t want = len < sizeof addr ? (size_t) len : sizeof addr;
         struct iovec local = { .iov_base = &addr, .iov_len = want };
+        /* NOLINTNEXTLINE(performance-no-int-to-ptr): an address in the target, for process_vm_readv() */
         struct iovec remote = { .iov_base = (void *) (uintptr_t) req->data.args[1], .iov_len = want };
         _cleanup_close_ int pidfd = -1, copy = -1, decoy = -1;
         struct target_state *t = NULL;

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from conftest import PREBIND, PREBIND_REAL, PYTHON, TIMEOUT, curl, public_interposer_env, run, wait_for
-from test_netns import ask, assert_each_reached_its_own, children, fields, go_server  # noqa: F401 (a fixture)
+from test_netns import (NOBODY, ask, assert_each_reached_its_own, children, fields, go_server,  # noqa: F401
+                        public_copy, pwd_nobody, unprivileged_userns_reason)
 from test_intercept_servers import (NGINX_CONF, init_postgres, pg_bin, redis_cli,  # noqa: F401 (a fixture)
                                     world_readable_dir)
 from test_intercept import error_lines, needs_root, start_intercepted, which
@@ -358,3 +359,23 @@ def test_netns_with_auto_keeps_forwarding(start, go_server):
     assert fields(ask(port, "id"))["pid"]
     p.stop()
     assert "accepts in the namespace" in p.err and "seccomp" not in p.err, p.err
+
+
+@needs_root
+@pytest.mark.parametrize("netns", [[], ["--netns"]], ids=["host", "netns"])
+def test_as_nobody(public_copy, netns):
+    """The usual CI case: not root. prebind reads its own user's server's
+    memory, in the host network or in a user and network namespace."""
+    prebind, binary = public_copy
+    if netns and unprivileged_userns_reason():
+        pytest.skip("unprivileged user namespaces are not available here")
+    p = subprocess.Popen(NOBODY + [prebind, *netns, "--intercept-via=seccomp", "--intercept=8080", "--print=port",
+                                   "--", binary], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", text=True)
+    try:
+        port = int(p.stdout.readline())
+        assert fields(ask(port, "id"))["uid"] == str(pwd_nobody())
+    finally:
+        p.terminate()
+        assert p.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM, p.stderr.read()
+        p.stdout.close()
+        p.stderr.close()
