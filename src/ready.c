@@ -308,8 +308,9 @@ int readiness_start(struct readiness *r, pid_t child) {
         /* Only this COMMAND and its descendants may claim, and must again. */
         if (r->broker)
                 broker_set_command(r->broker, child);
-        /* Its filter's listener came before it exec'd. */
-        if (r->seccomp && (k = intercept_seccomp_set_command(r->seccomp, child)) < 0)
+        /* Its filter's listener came before it exec'd; without one the
+         * child has said why and exited 125. */
+        if (r->seccomp && (k = intercept_seccomp_set_command(r->seccomp, child)) < 0 && k != -ENOENT)
                 log_error_errno(k, "cannot take the seccomp listener of '%s' (--intercept): %m", command_name(r));
         probes_start(r->probes);
         if (!r->pending || !r->config->ready_timeout_usec)

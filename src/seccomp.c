@@ -169,10 +169,14 @@ static int install_filter(unsigned flags) {
 #endif
 }
 
+/* The probe child's exit status when the filter works without the
+ * killable wait; 0 with it; else the errno (EPERM is 1: not this). */
+#define PROBE_PLAIN 254
+
 /* The probe's child: the filter with the killable wait, else without,
  * then ADDFD (5.9) on a notification that does not exist: ENOENT where
- * the kernel knows the ioctl. Exit status: 0 killable, 1 plain, else
- * the errno. It shares prebind's memory (CLONE_VM, prebind waits): raw
+ * the kernel knows the ioctl. Exit status: 0, PROBE_PLAIN, or the
+ * errno. It shares prebind's memory (CLONE_VM, prebind waits): raw
  * system calls only. */
 static int probe_child(void *unused) {
         struct sc_notif_addfd addfd = { .id = 0, .flags = SC_ADDFD_FLAG_SETFD, .srcfd = 0, .newfd = 0 };
@@ -180,7 +184,7 @@ static int probe_child(void *unused) {
 
         if (fd == -EINVAL) {
                 fd = install_filter(0);
-                status = 1;
+                status = PROBE_PLAIN;
         }
         if (fd < 0)
                 status = -fd & 0xff;
@@ -208,7 +212,7 @@ int intercept_seccomp_probe(unsigned *ret_flags) {
                         return -errno;
         if (!WIFEXITED(status))
                 return -ECHILD;
-        if (WEXITSTATUS(status) > 1)
+        if (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != PROBE_PLAIN)
                 return -WEXITSTATUS(status);
         *ret_flags = WEXITSTATUS(status) == 0 ? SC_FLAG_WAIT_KILLABLE_RECV : 0;
         return 0;

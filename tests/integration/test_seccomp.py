@@ -379,3 +379,50 @@ def test_as_nobody(public_copy, netns):
         assert p.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM, p.stderr.read()
         p.stdout.close()
         p.stderr.close()
+
+
+# Runs argv under a seccomp filter that answers seccomp() with EPERM, as
+# a container runtime's or systemd's SystemCallFilter= policy may.
+REFUSE_SECCOMP = r"""
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+code = b"".join(struct.pack("HBBI", *i) for i in [
+    (0x20, 0, 0, 4), (0x15, 0, 3, 0xc000003e),      # arch == x86_64, else allow
+    (0x20, 0, 0, 0), (0x15, 0, 1, 317),             # nr == seccomp
+    (0x06, 0, 0, 0x00050000 | 1),                   # ERRNO(EPERM)
+    (0x06, 0, 0, 0x7fff0000)])                      # ALLOW
+buf = ctypes.create_string_buffer(code, len(code))
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+prog = Prog(len(code) // 8, ctypes.addressof(buf))
+assert libc.prctl(38, 1, 0, 0, 0) == 0                # PR_SET_NO_NEW_PRIVS
+assert libc.syscall(317, 1, 0, ctypes.byref(prog)) == 0, ctypes.get_errno()
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the outer filter is written for x86_64")
+def test_a_policy_that_refuses_seccomp(start, tmp_path, go_server):
+    policy = tmp_path / "refuse.py"
+    policy.write_text(REFUSE_SECCOMP)
+    out = subprocess.run([PYTHON, str(policy), PREBIND, "--intercept-via=seccomp", "--intercept=8080", "--",
+                          go_server], capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 125, out.stderr
+    assert out.stderr == "prebind: --intercept-via=seccomp: cannot catch COMMAND's bind(): a security policy " \
+                         "refuses seccomp()\n", out.stderr
+    # auto: the interposer for a dynamic server, which is served.
+    script = tmp_path / "binder.py"
+    script.write_text(BINDER)
+    p = subprocess.Popen([PYTHON, str(policy), PREBIND, "-v", "--intercept=8080", "--print=port", "--", PYTHON,
+                          str(script), "plain", "8080"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=public_interposer_env())
+    try:
+        port = int(p.stdout.readline())
+        assert "pid" in hello(port)
+    finally:
+        p.terminate()
+        p.wait(timeout=TIMEOUT)
+        err = p.stderr.read()
+        p.stdout.close()
+        p.stderr.close()
+    assert "no seccomp (a security policy refuses seccomp()): trying the LD_PRELOAD interposer" in err, err
