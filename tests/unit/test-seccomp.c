@@ -93,18 +93,23 @@ static unsigned short port_of(int fd) {
         return port;
 }
 
-static int bind_port(int family, int type, unsigned short port) {
+static int bind_again(int fd, int family, unsigned short port) {
         struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(port),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
+
+        return family == AF_INET ? bind(fd, (struct sockaddr *) &in, sizeof in) :
+                                   bind(fd, (struct sockaddr *) &in6, sizeof in6);
+}
+
+static int bind_port(int family, int type, unsigned short port) {
         int fd = socket(family, type | SOCK_CLOEXEC, 0), one = 1;
 
         if (fd < 0)
                 return -1;
         if (family == AF_INET6)
                 (void) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-        if (family == AF_INET ? bind(fd, (struct sockaddr *) &in, sizeof in) :
-                                bind(fd, (struct sockaddr *) &in6, sizeof in6))
+        if (bind_again(fd, family, port) < 0)
                 return -1;
         return fd;
 }
@@ -122,6 +127,11 @@ static void server(struct intercept_seccomp *s, unsigned short ours) {
         /* Close-on-exec is the server's own. */
         if (!(fcntl(v6, F_GETFD) & FD_CLOEXEC))
                 _exit(12);
+        /* A bind restarted on the swapped fd (a signal between ADDFD and
+         * the answer, without the killable wait) is answered 0 (the
+         * kernel alone would say EINVAL: the socket is bound). */
+        if (bind_again(v6, AF_INET6, PORT) < 0)
+                _exit(17);
         v6_again = bind_port(AF_INET6, SOCK_STREAM, PORT);
         if (v6_again < 0 || port_of(v6_again) != ours)
                 _exit(13);
@@ -138,6 +148,8 @@ static void server(struct intercept_seccomp *s, unsigned short ours) {
         _exit(0);
 }
 
+/* Both ways: with the kernel's killable wait where it has one, and
+ * without it (the restarted-bind answer is what saves Go there). */
 START_TEST(test_whole_path) {
         struct intercept_seccomp *s = NULL;
         struct broker_target target;
@@ -149,6 +161,8 @@ START_TEST(test_whole_path) {
 
         if (intercept_seccomp_probe(&flags) < 0)
                 return;         /* an old kernel, or under another listener: the fallback's business */
+        if (_i == 1)
+                flags = 0;
         listening = bind_port(AF_INET, SOCK_STREAM, 0);
         ours = port_of(listening);
         ck_assert_int_ge(listening, 0);
@@ -214,7 +228,7 @@ static Suite *seccomp_suite(void) {
 
         tc = tcase_create("notification");
         tcase_set_timeout(tc, 30);
-        tcase_add_test(tc, test_whole_path);
+        tcase_add_loop_test(tc, test_whole_path, 0, 2);
         tcase_add_test(tc, test_unmet_names_what_was_bound);
         suite_add_tcase(s, tc);
         return s;
