@@ -42,7 +42,8 @@ def test_eight_go_servers_on_8080_without_netns_each_reached_through_its_own_por
 def test_go_server_under_a_sigurg_flood_starts_every_time(start, go_server):
     """Go's preemption signal between ADDFD and the answer restarts the
     bind on the swapped fd: it must be answered 0 (18 of 200 starts
-    failed in the prototype without that)."""
+    failed in the prototype without that). 200 starts, at least 50 within
+    the time budget on a loaded machine, none failed."""
     stop = threading.Event()
     targets = []
 
@@ -60,7 +61,7 @@ def test_go_server_under_a_sigurg_flood_starts_every_time(start, go_server):
     deadline = time.monotonic() + 120
     starts = failures = 0
     try:
-        while starts < 50 and time.monotonic() < deadline:
+        while starts < 200 and time.monotonic() < deadline:
             p = start(["--intercept-via=seccomp", "--intercept=8080", "--print=port", "--ready-timeout=20s", "--",
                        go_server])
             targets.append(p.pid)
@@ -77,7 +78,7 @@ def test_go_server_under_a_sigurg_flood_starts_every_time(start, go_server):
         stop.set()
         flooder.join(timeout=TIMEOUT)
     assert failures == 0, f"{failures} of {starts} starts failed"
-    assert starts >= 25, f"only {starts} starts in the time budget"
+    assert starts >= 50, f"only {starts} starts in the time budget"
 
 
 # A server that binds from another thread, or from a forked child, the
@@ -156,6 +157,30 @@ def test_udp_on_an_intercepted_tcp_port_passes_through(start, tmp_path):
             except socket.timeout:
                 continue
     assert answer == b"udp ping"
+    p.stop()
+
+
+# IPv4: Python addresses a datagram by its own idea of the socket's
+# family, and the socket it gets is prebind's, 127.0.0.1 (see the README).
+UDP_ECHO = r"""
+import socket, sys
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("0.0.0.0", int(sys.argv[1])))
+while True:
+    data, peer = u.recvfrom(100)
+    u.sendto(b"echo " + data, peer)
+"""
+
+
+def test_an_intercepted_udp_socket(start):
+    p = start(["--intercept-via=seccomp", "-l", "udp:0", "--intercept=5353", "--print=port", "--", PYTHON, "-c",
+               UDP_ECHO, "5353"])
+    port = int(p.readline())
+    assert port != 5353
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        u.settimeout(TIMEOUT)
+        u.sendto(b"hi", ("127.0.0.1", port))
+        assert u.recv(100) == b"echo hi"
     p.stop()
 
 
