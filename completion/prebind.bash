@@ -8,7 +8,7 @@
 # Long options that take a value ("=" attached, or as the next word).
 _prebind_opts_with_arg=(--listen --backlog --socket-mode --port-file --port-fd --format
     --setenv --kill-after --success-status --restart --restart-delay --restart-limit
-    --max-connections --intercept --ready-log --ready-exec --ready-interval --ready-timeout)
+    --max-connections --intercept --intercept-via --ready-log --ready-exec --ready-interval --ready-timeout)
 # Long options whose value is optional and must be attached with "=".
 _prebind_opts_optional_arg=(--print --ready --ready-http)
 _prebind_opts_no_arg=(--reuseport --v6only --subst --exec --accept --inetd --group
@@ -27,6 +27,9 @@ _prebind_values() {
             ;;
         --restart)
             mapfile -t COMPREPLY < <(compgen -W 'no on-failure always' -- "$value")
+            ;;
+        --intercept-via)
+            mapfile -t COMPREPLY < <(compgen -W 'auto seccomp preload' -- "$value")
             ;;
         --port-file)
             compopt -o filenames 2>/dev/null
@@ -127,7 +130,7 @@ _prebind() {
         return 0
     fi
     case $prev in
-        --format | --port-file | --setenv | -E | --restart)
+        --format | --port-file | --setenv | -E | --restart | --intercept-via)
             _prebind_values "$prev" "$cur"
             return 0
             ;;

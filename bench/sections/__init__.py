@@ -17,7 +17,7 @@ SECTIONS = [
     ("ttfr", "5. Time to first response (uvicorn fixture)"),
     ("accept", "6. Accept rate"),
     ("restart", "7. Restart under load"),
-    ("intercept", "8. --intercept: nginx under load, and start-up"),
+    ("intercept", "8. --intercept (seccomp, preload): nginx under load, and start-up"),
     ("ready", "9. Readiness without sd_notify: start to first query"),
     ("relay", "10. Output relay throughput (`--ready-log`)"),
     ("forward", "11. Forwarding into a namespace (--netns --intercept)"),

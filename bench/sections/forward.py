@@ -36,12 +36,21 @@ def bench(ctx, sec):
     sec.notes.append("bench/forward_rate: %d MiB per transfer, best of %d rounds; %d connections one after the "
                      "other for the connect latency; 10000 round trips on one connection (1000 in --smoke). "
                      "socat with its defaults (TCP-LISTEN,fork), systemd-socket-proxyd started by "
-                     "systemd-socket-activate, prebind with the server in its own namespace on port 8080. "
+                     "systemd-socket-activate, prebind with the server in its own namespace on port 8080, "
+                     "and prebind --intercept through seccomp, the server binding 8081 and handed prebind's "
+                     "socket (nothing forwarded: its CPU column is prebind's own). "
                      "Client, forwarder and server share the machine's cores. Forwarder CPU: the "
                      "forwarder process's user + system time (socat: with its children) over the "
                      "throughput rounds, per GiB moved; what forwarding costs whatever the cores."
                      % (size >> 20, rounds, conns))
     peers = [data["socat"], data["systemd-socket-proxyd"]]
+    handed = data.get("prebind --intercept (seccomp)")
+    if handed:
+        worse = min(handed["down_gbps"], handed["up_gbps"])
+        worse_direct = min(direct["down_gbps"], direct["up_gbps"])
+        sec.summary.append(["--intercept (seccomp) throughput (GB/s, worse direction)", "%.2f" % worse,
+                            "direct %.2f" % worse_direct, ratio(worse, worse_direct), "≥ 0.98×",
+                            verdict(worse >= 0.98 * worse_direct)])
     tput = min(pb["down_gbps"], pb["up_gbps"])
     best_peer = max(min(p["down_gbps"], p["up_gbps"]) for p in peers)
     ctx.results["forward"] = data

@@ -72,18 +72,21 @@ def wrk_rate(wrk, port, seconds):
 
 def bench(ctx, sec):
     """wrk against nginx binding its own port, directly and under prebind
-    --intercept (its bind() gets prebind's socket), rounds alternated; and
-    hyperfine: what the interposer adds to a program's start when it is
-    preloaded (python3 -c pass, which binds nothing)."""
+    --intercept through seccomp and through the interposer (its bind()
+    gets prebind's socket), rounds alternated; and hyperfine: what the
+    interposer adds to a program's start when it is preloaded (python3 -c
+    pass, which binds nothing), and what the seccomp probe and filter add
+    to `prebind -- true`."""
     wrk, hyperfine = need("wrk", "hyperfine")
     nginx = shutil.which("nginx", path="/usr/sbin:" + DEFAULT_PATH)
     if not nginx:
         raise Missing("nginx (nginx-light)")
     library = intercept_library(ctx)
     seconds, rounds = (1, 1) if ctx.smoke else (5, 3)
-    rates = {"direct": [], "intercepted": []}
+    modes = ["direct", "seccomp", "preload"]
+    rates = {m: [] for m in modes}
     for rnd in range(rounds):
-        order = ["direct", "intercepted"] if rnd % 2 == 0 else ["intercepted", "direct"]
+        order = modes if rnd % 2 == 0 else modes[::-1]
         for mode in order:
             d = tempfile.mkdtemp(prefix="nginx-", dir=ctx.work)
             with socket.socket() as s:      # a free port for the direct run (a benchmark may race)
@@ -93,11 +96,12 @@ def bench(ctx, sec):
                 f.write(NGINX_BENCH_CONF % {"dir": d, "port": port})
             argv = [nginx, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-e", os.path.join(d, "error.log")]
             port_file = os.path.join(d, "port")
-            if mode == "intercepted":
-                argv = [ctx.prebind, "-q", "--port-file=" + port_file, "--intercept=%d" % port, "--"] + argv
+            if mode != "direct":
+                argv = [ctx.prebind, "-q", "--port-file=" + port_file, "--intercept-via=" + mode,
+                        "--intercept=%d" % port, "--"] + argv
             pid = spawn(argv)
             try:
-                if mode == "intercepted":
+                if mode != "direct":
                     target = wait_port_file(port_file, pid, 20)
                 else:
                     target = port
@@ -113,7 +117,29 @@ def bench(ctx, sec):
                 rates[mode].append(wrk_rate(wrk, target, seconds))
             finally:
                 reap(pid, 10, term=True)
-    direct, intercepted = median(rates["direct"]), median(rates["intercepted"])
+    direct, intercepted, preloaded = (median(rates[m]) for m in modes)
+
+    # Launch: prebind -- true, and the same with --intercept (seccomp:
+    # the probe, the filter; true binds nothing, so prebind exits with
+    # its status once it is gone).
+    launch = [("prebind -- true", [ctx.prebind, "-q", "--", "/bin/true"]),
+              ("prebind --intercept=8000 -- true",
+               [ctx.prebind, "-q", "--intercept-via=seccomp", "--intercept=8000", "--", "/bin/true"])]
+    runs, warmup = (5, 1) if ctx.smoke else (100, 10)
+    launch_times = {n: [] for n, _ in launch}
+    for rnd in range(1 if ctx.smoke else 4):
+        order = launch if rnd % 2 == 0 else launch[::-1]
+        out = os.path.join(ctx.work, "intercept-launch-%d.json" % rnd)
+        r = run([hyperfine, "-N", "-i", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
+                 "--export-json", out] + [shlex.join(c) for _, c in order], timeout=300)
+        if r.returncode != 0:
+            raise BenchError("hyperfine failed: %s" % r.stderr[-300:])
+        with open(out) as f:
+            by_cmd = {x["command"]: x for x in json.load(f)["results"]}
+        for name, c in order:
+            launch_times[name] += [t * 1000 for t in by_cmd[shlex.join(c)]["times"]]
+    plain_launch = median(launch_times["prebind -- true"])
+    seccomp_launch = median(launch_times["prebind --intercept=8000 -- true"])
 
     # Start-up: the same python3 -c pass, with and without the interposer
     # preloaded (and the variables that make it active).
@@ -138,18 +164,28 @@ def bench(ctx, sec):
     pre = median(times["python3 -c pass, interposer preloaded"])
 
     sec.table(["measure", "without", "with --intercept", "ratio"], [
-        ["nginx `return 200`, wrk -t2 -c32, requests/s (median of %d)" % rounds, "%.0f" % direct,
+        ["nginx `return 200`, wrk -t2 -c32, requests/s (median of %d), seccomp" % rounds, "%.0f" % direct,
          "%.0f" % intercepted, ratio(intercepted, direct)],
-        ["`python3 -c pass`, median ms", ms(base), ms(pre), ratio(pre, base)],
+        ["the same, preload (the interposer)", "%.0f" % direct, "%.0f" % preloaded, ratio(preloaded, direct)],
+        ["`prebind -- true`, median ms, seccomp", ms(plain_launch), ms(seccomp_launch),
+         ratio(seccomp_launch, plain_launch)],
+        ["`python3 -c pass`, median ms, interposer preloaded", ms(base), ms(pre), ratio(pre, base)],
     ])
     sec.notes.append("nginx-light, worker_processes 1, access_log off, the same configuration; the "
-                     "intercepted nginx binds its configured port and gets prebind's 127.0.0.1 socket; "
-                     "rounds of %ds, alternated." % seconds)
+                     "intercepted nginx binds its configured port and gets prebind's 127.0.0.1 socket, "
+                     "through seccomp user notification (every system call of nginx's passes the filter) "
+                     "or through the LD_PRELOAD interposer; rounds of %ds, alternated." % seconds)
     sec.notes.append("Start-up: hyperfine -N, %d warm-up + %d runs per round, rounds in alternated order; "
                      "both through /usr/bin/env, the second with LD_PRELOAD and the broker variables set "
                      "(no bind, so no broker is asked)." % (warmup, runs))
-    ctx.results["intercept"] = {"direct": direct, "intercepted": intercepted, "start": base, "start_pre": pre}
-    sec.summary.append(["nginx requests/s, intercepted vs direct", "%.0f" % intercepted, "direct %.0f" % direct,
-                        ratio(intercepted, direct), "≥ 0.98×", verdict(intercepted >= 0.98 * direct)])
+    ctx.results["intercept"] = {"direct": direct, "intercepted": intercepted, "preloaded": preloaded,
+                                "start": base, "start_pre": pre, "launch": plain_launch,
+                                "launch_seccomp": seccomp_launch}
+    sec.summary.append(["nginx requests/s, --intercept (seccomp) vs direct", "%.0f" % intercepted,
+                        "direct %.0f" % direct, ratio(intercepted, direct), "≥ 0.98×",
+                        verdict(intercepted >= 0.98 * direct)])
+    sec.summary.append(["`prebind --intercept=P -- true` (seccomp)", ms(seccomp_launch) + " ms",
+                        "`prebind -- true` " + ms(plain_launch) + " ms", ratio(seccomp_launch, plain_launch),
+                        "≤ 1.05×", verdict(seccomp_launch <= 1.05 * plain_launch)])
     sec.summary.append(["`python3 -c pass` with the interposer", ms(pre) + " ms", "without " + ms(base) + " ms",
                         ratio(pre, base), "≤ 1.05×", verdict(pre <= 1.05 * base)])

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 
 #include "address.h"
 #include "broker.h"
+#include "claims.h"
 #include "compat.h"
 #include "intercept/match.h"
 #include "intercept/protocol.h"
@@ -22,8 +22,6 @@
 
 _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both ends");
 
-/* Binds COMMAND reported, the last few, for the message on a timeout. */
-#define REPORTS_MAX 8
 /* Connections accepted and not yet answered. */
 #define PENDING_MAX 64
 /* A connection that has sent no request after two ticks of this timer
@@ -44,15 +42,6 @@ struct target_state {
         bool claimed;
 };
 
-struct report {
-        pid_t pid;
-        int kind;
-        int family;
-        int type;
-        unsigned port;
-        char address[INTERCEPT_ADDRESS_MAX];
-};
-
 struct broker {
         int epoll_fd;           /* the listening socket, pending connections, the timer */
         int listen_fd;
@@ -63,8 +52,8 @@ struct broker {
         size_t n_targets;
         struct pending pending[PENDING_MAX];
         size_t n_pending;
-        struct report reports[REPORTS_MAX];
-        size_t n_reports;       /* total since broker_set_command() */
+        struct claims_notes notes; /* binds COMMAND reported, for the message on a timeout */
+        size_t n_reports;       /* total since broker_set_command(), decoys too */
         unsigned refused;       /* claims refused since then */
         pid_t refused_pid;
         const char *refused_why; /* the last refusal's reason */
@@ -171,6 +160,7 @@ void broker_set_command(struct broker *b, pid_t pid) {
         for (size_t i = 0; i < b->n_targets; i++)
                 b->targets[i].claimed = false;
         b->n_reports = 0;
+        b->notes.n = 0;
         b->refused = 0;
 }
 
@@ -188,10 +178,6 @@ bool broker_all_claimed(const struct broker *b) {
         return true;
 }
 
-static const char *type_name(int type) {
-        return type == SOCK_DGRAM ? "udp" : type == SOCK_STREAM ? "tcp" : "other";
-}
-
 static struct pending *find_pending(struct broker *b, int fd) {
         for (size_t i = 0; i < b->n_pending; i++)
                 if (b->pending[i].fd == fd)
@@ -207,12 +193,8 @@ static void forget_pending(struct broker *b, struct pending *p) {
 }
 
 static void remember(struct broker *b, pid_t pid, const struct intercept_request *req) {
-        struct report *r = &b->reports[b->n_reports % REPORTS_MAX];
-
-        *r = (struct report) { .pid = pid, .kind = (int) req->kind, .family = req->family, .type = req->type,
-                               .port = req->port };
-        memcpy(r->address, req->address, sizeof r->address);
-        r->address[sizeof r->address - 1] = '\0';
+        if (req->kind == INTERCEPT_REPORT)
+                claims_note(&b->notes, req->family, req->type, req->port, req->address);
         b->n_reports++;
 }
 
@@ -277,7 +259,7 @@ static void handle_claim(struct broker *b, int conn, const struct peer *peer, co
 
         if (!t) {
                 log_ratelimited(&unknown_claims, LOG_LEVEL_DEBUG, "pid %d asked for port %u/%s, which is not intercepted",
-                                (int) peer->pid, req->port, type_name(req->type));
+                                (int) peer->pid, req->port, claims_type_name(req->type));
                 remember(b, peer->pid, req);
                 reply(conn, ENOENT, 0, -1);
                 return;
@@ -296,7 +278,7 @@ static void handle_claim(struct broker *b, int conn, const struct peer *peer, co
                 (void) intercept_sockaddr_port(&addr.sa, len, &port);
         reply(conn, 0, port, t->target.fd);
         log_debug("handed socket '%s' (port %u) to pid %d for its bind of %s port %u/%s", t->target.name, port,
-                  (int) peer->pid, req->address, req->port, type_name(req->type));
+                  (int) peer->pid, req->address, req->port, claims_type_name(req->type));
         t->claimed = true;
 }
 
@@ -322,11 +304,11 @@ static void handle_connection(struct broker *b, struct pending *p) {
                         if (req.kind == INTERCEPT_DECOY)
                                 log_ratelimited(&reports, LOG_LEVEL_DEBUG,
                                                 "pid %d bound %s port %u/%s again: given a private port of its own",
-                                                (int) pid, req.address, req.port, type_name(req.type));
+                                                (int) pid, req.address, req.port, claims_type_name(req.type));
                         else
                                 log_ratelimited(&reports, LOG_LEVEL_DEBUG, "pid %d bound %s%s%u/%s (not intercepted)",
                                                 (int) pid, req.address, req.port ? " port " : "", req.port,
-                                                type_name(req.type));
+                                                claims_type_name(req.type));
                 }
         }
         forget_pending(b, p);
@@ -428,24 +410,9 @@ int broker_dispatch(struct broker *b) {
         return 0;
 }
 
-/* snprintf() that never runs past the end: len stays at most size - 1. */
-static size_t append(char *buf, size_t size, size_t len, const char *format, ...) __attribute__((format(printf, 4, 5)));
-static size_t append(char *buf, size_t size, size_t len, const char *format, ...) {
-        va_list ap;
-        int n;
-
-        if (len + 1 >= size)
-                return len;
-        va_start(ap, format);
-        n = vsnprintf(buf + len, size - len, format, ap);
-        va_end(ap);
-        if (n < 0)
-                return len;
-        return len + (size_t) n < size ? len + (size_t) n : size - 1;
-}
-
 void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
-        size_t first = b->n_reports > REPORTS_MAX ? b->n_reports - REPORTS_MAX : 0, len = 0, shown = 0;
+        struct intercept_port unclaimed[INTERCEPT_PORTS_MAX];
+        size_t n = 0, len;
 
         if (size == 0)
                 return;
@@ -454,29 +421,14 @@ void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
                 return;
         for (size_t i = 0; i < b->n_targets; i++)
                 if (!b->targets[i].claimed)
-                        len = append(buf, size, len, "%s%u/%s", shown++ ? " or " : "did not claim port ",
-                                     b->targets[i].target.port, type_name(b->targets[i].target.type));
-        /* What it bound instead. */
-        shown = 0;
-        for (size_t k = first; k < b->n_reports; k++) {
-                const struct report *r = &b->reports[k % REPORTS_MAX];
-                bool v6 = r->family == AF_INET6;
-
-                if (r->kind != INTERCEPT_REPORT)
-                        continue;
-                len = append(buf, size, len, "%s", shown++ ? ", " : " (it bound ");
-                if (r->family == AF_UNIX)
-                        len = append(buf, size, len, "unix socket '%s'", r->address);
-                else
-                        len = append(buf, size, len, "%s%s%s:%u/%s", v6 ? "[" : "", r->address, v6 ? "]" : "",
-                                     r->port, type_name(r->type));
-        }
-        if (shown)
-                len = append(buf, size, len, " instead)");
+                        unclaimed[n++] = (struct intercept_port) { b->targets[i].target.port,
+                                                                   b->targets[i].target.type };
+        len = claims_describe(&b->notes, unclaimed, n, buf, size);
         if (b->refused)
-                (void) append(buf, size, len, " (%u claim%s refused to pid %d, which %s)", b->refused,
-                              b->refused == 1 ? "" : "s", (int) b->refused_pid, b->refused_why);
+                (void) claims_append(buf, size, len, " (%u claim%s refused to pid %d, which %s)", b->refused,
+                                     b->refused == 1 ? "" : "s", (int) b->refused_pid, b->refused_why);
         else if (b->n_reports == 0)
-                (void) append(buf, size, len, " (no bind() of a port reached the interposer; static and Go "
-                              "programs bypass it with raw system calls: see --netns)");
+                (void) claims_append(buf, size, len, " (no bind() of a port reached the interposer; static and Go "
+                                     "programs bypass it with raw system calls, which --intercept-via=seccomp "
+                                     "catches where the kernel allows it)");
 }

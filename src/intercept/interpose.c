@@ -51,6 +51,7 @@ static struct claim {
         uint16_t port;
         int type;
         int fd;
+        int family;             /* of the bind that got it */
         dev_t dev;
         ino_t ino;
 } claims[INTERCEPT_PORTS_MAX];
@@ -254,14 +255,9 @@ EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len) {
                 return next_bind(fd, addr, len);
         }
 
-        /* The rule for a second bind of an intercepted port (Redis and
-         * memcached bind 0.0.0.0 and ::): the first gets prebind's socket,
-         * the others a loopback port 0 of their own that nobody is told
-         * about. They neither fail nor share one socket between two fds
-         * (both would wake for each connection, and one would log
-         * accept4() EAGAIN). */
+        /* A second bind of an intercepted port: match.h's rule. */
         slot = claim_slot(port, type);
-        if (still_held(slot, fd)) {
+        if (intercept_bind_rule(still_held(slot, fd) ? slot->family : 0, addr->sa_family) == INTERCEPT_GIVE_DECOY) {
                 socklen_t dlen = intercept_decoy_address(addr->sa_family, &decoy);
                 report(INTERCEPT_DECOY, addr, len, port, type);
                 errno = saved_errno;
@@ -282,7 +278,8 @@ EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len) {
         }
         close(handed);
         if (slot)
-                *slot = (struct claim) { .port = port, .type = type, .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
+                *slot = (struct claim) { .port = port, .type = type, .fd = fd, .family = addr->sa_family,
+                                         .dev = st.st_dev, .ino = st.st_ino };
         errno = saved_errno;
         return 0;
 }

@@ -112,6 +112,10 @@ const struct intercept_port *intercept_match(const struct intercept_port *ports,
         return NULL;
 }
 
+enum intercept_action intercept_bind_rule(int held_family, int family) {
+        return held_family == 0 || held_family == family ? INTERCEPT_GIVE_SOCKET : INTERCEPT_GIVE_DECOY;
+}
+
 socklen_t intercept_decoy_address(int family, struct sockaddr_storage *ret) {
         memset(ret, 0, sizeof *ret);
         if (family == AF_INET) {

@@ -34,9 +34,23 @@ bool intercept_sockaddr_port(const struct sockaddr *sa, socklen_t len, uint16_t 
  * SOCK_NONBLOCK bits are ignored), or NULL. Port 0 never matches. */
 const struct intercept_port *intercept_match(const struct intercept_port *ports, size_t n, uint16_t port, int type);
 
-/* A decoy for a second bind of an intercepted port (the other family, or
- * a second interface): loopback port 0 of the same family, which nobody
- * is told about. Returns its length, or 0 for a family other than
+/* The rule for a bind of an intercepted port, for both mechanisms (the
+ * interposer and seccomp): held_family is the family of the bind that got
+ * prebind's socket before and still holds it (0: none). Redis and
+ * memcached bind 0.0.0.0 and ::: the second family gets a decoy, so they
+ * neither fail nor share one socket between two fds (both would wake for
+ * each connection). A second bind of the same family gets the socket
+ * again: an nginx reload that turns "listen 8080" into "listen
+ * 127.0.0.1:8080" binds the new address before it closes the old socket,
+ * and a decoy would leave it serving on a port nobody knows (issue 22). */
+enum intercept_action {
+        INTERCEPT_GIVE_SOCKET,
+        INTERCEPT_GIVE_DECOY,
+};
+enum intercept_action intercept_bind_rule(int held_family, int family);
+
+/* A decoy for a bind of the other family (intercept_bind_rule()):
+ * loopback port 0 of the same family, which nobody is told about. Returns its length, or 0 for a family other than
  * AF_INET/AF_INET6. */
 socklen_t intercept_decoy_address(int family, struct sockaddr_storage *ret);
 

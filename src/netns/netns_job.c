@@ -49,7 +49,7 @@ static int resolve(const struct intercept_spec *spec, const struct bound_socket 
         return -ENOENT;
 }
 
-int netns_job_new(const struct config *c, const struct bound_socket *sockets, size_t n_sockets,
+int netns_job_new(const struct config *c, const struct bound_socket *sockets, size_t n_sockets, bool forward,
                   struct netns_job **ret) {
         struct netns_job *j;
 
@@ -65,7 +65,7 @@ int netns_job_new(const struct config *c, const struct bound_socket *sockets, si
                 netns_job_free(j);
                 return log_oom();
         }
-        for (size_t k = 0; k < c->n_intercepts; k++) {
+        for (size_t k = 0; forward && k < c->n_intercepts; k++) {
                 const struct intercept_spec *spec = &c->intercepts[k];
                 struct intercepted *in = &j->intercepts[k];
                 int type = 0, listening = 0;

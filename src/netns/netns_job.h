@@ -20,9 +20,11 @@
  * published sockets stay: clients wait in the backlog in between. */
 struct netns_job;
 
-/* NULL in *ret without --netns. Checks the --intercept specs against the
- * sockets (names, stream sockets only) and logs what is wrong: -EINVAL. */
-int netns_job_new(const struct config *c, const struct bound_socket *sockets, size_t n_sockets,
+/* NULL in *ret without --netns. With forward, checks the --intercept
+ * specs against the sockets (names, stream sockets only) and logs what is
+ * wrong: -EINVAL; without (--intercept-via=seccomp hands the sockets
+ * over), the namespace only. */
+int netns_job_new(const struct config *c, const struct bound_socket *sockets, size_t n_sockets, bool forward,
                   struct netns_job **ret);
 void netns_job_free(struct netns_job *j);
 

@@ -15,6 +15,7 @@
 #include "probes.h"
 #include "process.h"
 #include "ready.h"
+#include "seccomp.h"
 
 struct readiness {
         const struct config *config;
@@ -24,7 +25,8 @@ struct readiness {
         struct notify_socket notify;    /* --ready: COMMAND's NOTIFY_SOCKET */
         char *notify_entry;             /* "NOTIFY_SOCKET=…" */
         int timer_fd;                   /* the timeout; -1 when not waiting */
-        struct broker *broker;          /* --intercept */
+        struct broker *broker;          /* --intercept via preload */
+        struct intercept_seccomp *seccomp; /* --intercept via seccomp */
         struct loop *loop;
         readiness_callback callback;
         void *userdata;
@@ -90,6 +92,8 @@ void readiness_detach(struct readiness *r) {
                 loop_remove(r->loop, r->notify.fd);
         if (r->loop && r->broker)
                 loop_remove(r->loop, broker_fd(r->broker));
+        if (r->loop && r->seccomp)
+                loop_remove(r->loop, intercept_seccomp_fd(r->seccomp));
         r->loop = NULL;
 }
 
@@ -98,6 +102,7 @@ void readiness_free(struct readiness *r) {
                 return;
         readiness_detach(r);
         broker_free(r->broker);
+        intercept_seccomp_free(r->seccomp);
         probes_free(r->probes);
         notify_socket_close(&r->notify);
         free(r->notify_entry);
@@ -107,6 +112,14 @@ void readiness_free(struct readiness *r) {
 void readiness_add_broker(struct readiness *r, struct broker *broker) {
         r->broker = broker;
         r->conditions |= READY_CLAIMED;
+}
+
+void readiness_add_seccomp(struct readiness *r, struct intercept_seccomp *seccomp) {
+        r->seccomp = seccomp;
+        r->conditions |= READY_CLAIMED;
+        /* --netns: the server holds the outside socket, nothing is
+         * forwarded to a port inside. */
+        r->conditions &= ~(unsigned) READY_PORTS;
 }
 
 int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
@@ -218,6 +231,23 @@ static int on_broker(struct loop *l, int fd, uint32_t revents, void *userdata) {
         return 0;
 }
 
+/* --intercept via seccomp: answer COMMAND's bind() calls. */
+static void hear_seccomp(struct readiness *r) {
+        int k = intercept_seccomp_dispatch(r->seccomp);
+
+        if (k < 0)
+                log_error_errno(k, "cannot answer a bind() of COMMAND's (--intercept): %m");
+        else if (r->child > 0 && (r->pending & READY_CLAIMED) && intercept_seccomp_all_claimed(r->seccomp)) {
+                log_debug("'%s' took every intercepted socket", command_name(r));
+                readiness_condition_met(r, READY_CLAIMED);
+        }
+}
+
+static int on_seccomp(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        hear_seccomp(userdata);
+        return 0;
+}
+
 void readiness_hear(struct readiness *r) {
         char buf[NOTIFY_MESSAGE_MAX + 1];
         struct notify_message m;
@@ -227,6 +257,8 @@ void readiness_hear(struct readiness *r) {
         /* A claim or a report sent just before COMMAND exited, too. */
         if (r->broker)
                 hear_broker(r);
+        if (r->seccomp)
+                hear_seccomp(r);
         if (r->notify.fd < 0)
                 return;
         while ((k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
@@ -269,6 +301,8 @@ int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback 
         r->userdata = userdata;
         if (r->broker && (k = loop_add(loop, broker_fd(r->broker), EPOLLIN, on_broker, r)) < 0)
                 return k;
+        if (r->seccomp && (k = loop_add(loop, intercept_seccomp_fd(r->seccomp), EPOLLIN, on_seccomp, r)) < 0)
+                return k;
         if (r->probes && (k = probes_attach(r->probes, loop, on_probe_met, r)) < 0)
                 return k;
         return r->notify.fd >= 0 ? loop_add(loop, r->notify.fd, EPOLLIN, on_notify, r) : 0;
@@ -283,6 +317,10 @@ int readiness_start(struct readiness *r, pid_t child) {
         /* Only this COMMAND and its descendants may claim, and must again. */
         if (r->broker)
                 broker_set_command(r->broker, child);
+        /* Its filter's listener came before it exec'd; without one the
+         * child has said why and exited 125. */
+        if (r->seccomp && (k = intercept_seccomp_set_command(r->seccomp, child)) < 0 && k != -ENOENT)
+                log_error_errno(k, "cannot take the seccomp listener of '%s' (--intercept): %m", command_name(r));
         probes_start(r->probes);
         if (!r->pending || !r->config->ready_timeout_usec)
                 return 0;
@@ -329,7 +367,10 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 if (!(r->pending & phrases[i].condition))
                         continue;
                 if (phrases[i].condition == READY_CLAIMED) {
-                        broker_describe_unmet(r->broker, claims, sizeof claims);
+                        if (r->seccomp)
+                                intercept_seccomp_describe_unmet(r->seccomp, claims, sizeof claims);
+                        else
+                                broker_describe_unmet(r->broker, claims, sizeof claims);
                         text = claims;
                 }
                 len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s", len ? " and " : "", text);

@@ -32,6 +32,7 @@ typedef void (*readiness_callback)(enum readiness_event event, void *userdata);
 
 struct readiness;
 struct broker;
+struct intercept_seccomp;
 
 /* What the config asks for; opens COMMAND's notification socket for
  * --ready. Returns 0 or -errno (nothing logged). */
@@ -42,6 +43,10 @@ void readiness_free(struct readiness *r);
  * The readiness takes the broker over (it frees it), puts it on the loop,
  * tells it each new COMMAND, and asks it what is missing. */
 void readiness_add_broker(struct readiness *r, struct broker *broker);
+
+/* --intercept via seccomp (src/seccomp.h): the same, for the listener of
+ * each COMMAND's filter. */
+void readiness_add_seccomp(struct readiness *r, struct intercept_seccomp *seccomp);
 
 /* --ready-log, --ready-exec, --ready-http (probes.c), once the sockets
  * and the -E entries are known. Logs its errors (bad options too);

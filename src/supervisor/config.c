@@ -62,10 +62,15 @@ static void help(void) {
                "\n"
                "Servers that bind their own port:\n"
                "      --intercept=[NAME=]PORT  COMMAND's own bind() of PORT (any IPv4/IPv6 address)\n"
-               "                               gets socket NAME (default: the first) instead, through\n"
-               "                               an LD_PRELOAD library; publish once it is claimed.\n"
+               "                               gets socket NAME (default: the first) instead; publish\n"
+               "                               once it is claimed. PORT may be a template ({port})\n"
                "                               With --netns: each connection to socket NAME is\n"
                "                               forwarded to PORT inside; publish once PORT accepts\n"
+               "                               (--intercept-via=seccomp: handed over, no forwarding)\n"
+               "      --intercept-via=auto|seccomp|preload\n"
+               "                               how: seccomp user notification (any program, Linux\n"
+               "                               5.9), the LD_PRELOAD library (dynamic programs), or\n"
+               "                               seccomp where the kernel allows it, else preload\n"
                "      --netns                  run COMMAND in a new network namespace (loopback up)\n"
                "\n"
                "Supervision:\n"
@@ -108,6 +113,7 @@ enum {
         ARG_READY_INTERVAL,
         ARG_READY_TIMEOUT,
         ARG_INTERCEPT,
+        ARG_INTERCEPT_VIA,
         ARG_RESTART,
         ARG_RESTART_DELAY,
         ARG_RESTART_LIMIT,
@@ -143,6 +149,7 @@ static const struct option options[] = {
         { "ready-interval", required_argument, NULL, ARG_READY_INTERVAL },
         { "ready-timeout", required_argument, NULL, ARG_READY_TIMEOUT },
         { "intercept",   required_argument, NULL, ARG_INTERCEPT },
+        { "intercept-via", required_argument, NULL, ARG_INTERCEPT_VIA },
         { "restart",     required_argument, NULL, ARG_RESTART },
         { "restart-delay", required_argument, NULL, ARG_RESTART_DELAY },
         { "restart-limit", required_argument, NULL, ARG_RESTART_LIMIT },
@@ -228,10 +235,13 @@ static int add_intercept(struct config *c, const char *arg) {
         const char *eq = strrchr(arg, '=');
         struct intercept_spec *grown;
         _cleanup_free_ char *name = NULL;
-        unsigned long port;
+        const char *value = eq ? eq + 1 : arg;
+        unsigned long port = 0;
 
-        if (parse_uint(eq ? eq + 1 : arg, 1, 65535, &port) < 0)
-                return usage_error("--intercept", arg, "expected [NAME=]PORT with a port from 1 to 65535");
+        /* A template ("{port}") is expanded once the sockets are bound. */
+        if (!strchr(value, '{') && parse_uint(value, 1, 65535, &port) < 0)
+                return usage_error("--intercept", arg, "expected [NAME=]PORT with a port from 1 to 65535, or a "
+                                   "template such as {port}");
         if (eq && !(name = strndup(arg, (size_t) (eq - arg))))
                 return log_oom();
         if (name && !fdname_is_valid(name))
@@ -240,7 +250,9 @@ static int add_intercept(struct config *c, const char *arg) {
         if (!grown)
                 return log_oom();
         c->intercepts = grown;
-        c->intercepts[c->n_intercepts++] = (struct intercept_spec) { .name = TAKE_PTR(name), .port = (uint16_t) port };
+        c->intercepts[c->n_intercepts++] = (struct intercept_spec) {
+                .name = TAKE_PTR(name), .port = (uint16_t) port, .port_template = port ? NULL : value,
+        };
         return 0;
 }
 
@@ -363,6 +375,16 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return 0;
         case ARG_INTERCEPT:
                 return add_intercept(c, arg);
+        case ARG_INTERCEPT_VIA:
+                if (strcmp(arg, "auto") == 0)
+                        c->intercept_via = INTERCEPT_VIA_AUTO;
+                else if (strcmp(arg, "seccomp") == 0)
+                        c->intercept_via = INTERCEPT_VIA_SECCOMP;
+                else if (strcmp(arg, "preload") == 0)
+                        c->intercept_via = INTERCEPT_VIA_PRELOAD;
+                else
+                        return usage_error("--intercept-via", arg, "expected auto, seccomp or preload");
+                return 0;
         case ARG_RESTART:
                 if (strcmp(arg, "no") == 0)
                         c->restart = RESTART_NO;
@@ -447,10 +469,14 @@ static int check_conflicts(const struct config *c) {
                                    "be combined with --accept, --exec or --inetd");
         for (size_t i = 0; i < c->n_intercepts; i++)
                 for (size_t j = 0; j < i; j++)
-                        if (c->intercepts[i].port == c->intercepts[j].port &&
+                        if (c->intercepts[i].port && c->intercepts[i].port == c->intercepts[j].port &&
                             !!c->intercepts[i].name == !!c->intercepts[j].name &&
                             (!c->intercepts[i].name || strcmp(c->intercepts[i].name, c->intercepts[j].name) == 0))
                                 return usage_error(NULL, NULL, "--intercept: the same port and socket twice");
+        for (size_t i = 0; c->netns && c->intercept_via != INTERCEPT_VIA_SECCOMP && i < c->n_intercepts; i++)
+                if (c->intercepts[i].port_template)
+                        return usage_error(NULL, NULL, "--netns --intercept forwards to a fixed port inside: PORT "
+                                           "cannot be a template there (but with --intercept-via=seccomp)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
         if (c->netns && (c->exec || c->accept))

@@ -13,7 +13,15 @@
 /* --intercept=[NAME=]PORT: COMMAND's own bind() of PORT gets socket NAME. */
 struct intercept_spec {
         char *name;             /* NULL: the first socket */
-        uint16_t port;          /* 1-65535 */
+        uint16_t port;          /* 1-65535; 0 with a template */
+        const char *port_template; /* "{port}", "{NAME.port}": expanded with the sockets; NULL */
+};
+
+/* --intercept-via: how COMMAND's bind() is caught. */
+enum intercept_via {
+        INTERCEPT_VIA_AUTO,     /* seccomp where the kernel allows it, else preload */
+        INTERCEPT_VIA_SECCOMP,  /* seccomp user notification (src/seccomp.c) */
+        INTERCEPT_VIA_PRELOAD,  /* the LD_PRELOAD interposer (src/intercept/) */
 };
 
 enum restart_mode {
@@ -57,6 +65,7 @@ struct config {
         uint64_t restart_interval_usec; /* …within this interval */
         struct intercept_spec *intercepts;
         size_t n_intercepts;
+        enum intercept_via intercept_via;
         bool accept;            /* one COMMAND per connection */
         bool inetd;             /* sockets on stdin/stdout instead of fd 3 */
         unsigned max_connections;

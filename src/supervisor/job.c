@@ -18,8 +18,10 @@
 #include "macro.h"
 #include "netns_job.h"
 #include "notify.h"
+#include "parse.h"
 #include "preload.h"
 #include "ready.h"
+#include "seccomp.h"
 #include "signals.h"
 #include "supervise.h"
 #include "template.h"
@@ -197,9 +199,16 @@ static int setup_parent_death(const struct config *c) {
         return 0;
 }
 
+/* --netns --intercept: forwarded into the namespace, unless asked to be
+ * handed over through seccomp (--intercept-via=seccomp): servers that
+ * reach each other's ports inside the namespace need the forwarding. */
+static bool netns_forwards(const struct config *c) {
+        return c->netns && c->intercept_via != INTERCEPT_VIA_SECCOMP;
+}
+
 /* --netns: the intercepted sockets are forwarded, the others passed. */
 static int setup_netns(struct job *job) {
-        int r = netns_job_new(job->config, job->sockets, job->n_sockets, &job->netns);
+        int r = netns_job_new(job->config, job->sockets, job->n_sockets, netns_forwards(job->config), &job->netns);
 
         if (r < 0)
                 return r;
@@ -229,6 +238,28 @@ static int setup_readiness(struct job *job) {
         return 0;
 }
 
+/* --intercept's PORT: a number, or a template filled in with the bound
+ * sockets ("{port}": the server is told its real port with --subst or
+ * -E, and its own bind of it gets prebind's socket). */
+static int intercept_port(const struct job *job, const struct intercept_spec *spec, uint16_t *ret) {
+        _cleanup_free_ char *text = NULL;
+        unsigned long port;
+        int r;
+
+        if (!spec->port_template) {
+                *ret = spec->port;
+                return 0;
+        }
+        if ((r = expand(job, "--intercept", spec->port_template, &text)) < 0)
+                return r;
+        if (parse_uint(text, 1, 65535, &port) < 0) {
+                log_error("--intercept '%s': expands to '%s', not a port from 1 to 65535", spec->port_template, text);
+                return -EINVAL;
+        }
+        *ret = (uint16_t) port;
+        return 0;
+}
+
 /* --intercept: the socket each PORT gets. */
 static int intercept_targets(const struct job *job, struct broker_target *targets) {
         const struct config *c = job->config;
@@ -236,32 +267,47 @@ static int intercept_targets(const struct job *job, struct broker_target *target
         for (size_t i = 0; i < c->n_intercepts; i++) {
                 const struct intercept_spec *spec = &c->intercepts[i];
                 const struct bound_socket *sock = NULL;
-                int family;
+                uint16_t port;
+                int family, r;
 
+                if ((r = intercept_port(job, spec, &port)) < 0)
+                        return r;
                 for (size_t k = 0; k < job->n_sockets && !sock; k++)
                         if (!spec->name || strcmp(job->sockets[k].name, spec->name) == 0)
                                 sock = &job->sockets[k];
                 if (!sock) {
                         log_error("--intercept: '%s=%u': no socket of that name (name one with -l NAME=ADDRESS)",
-                                  spec->name, spec->port);
+                                  spec->name, port);
                         return -EINVAL;
                 }
                 family = sock->addr.sa.sa_family;
                 if (family != AF_INET && family != AF_INET6) {
                         log_error("--intercept=%u: socket '%s' is a unix socket; a server binding an IP port can "
-                                  "only be given an IP socket", spec->port, sock->name);
+                                  "only be given an IP socket", port, sock->name);
                         return -EINVAL;
                 }
                 for (size_t k = 0; k < i; k++)
-                        if (targets[k].port == spec->port && targets[k].type == sock->type) {
-                                log_error("--intercept: port %u is intercepted twice for %s sockets", spec->port,
+                        if (targets[k].port == port && targets[k].type == sock->type) {
+                                log_error("--intercept: port %u is intercepted twice for %s sockets", port,
                                           sock->type == SOCK_DGRAM ? "udp" : "tcp");
                                 return -EINVAL;
                         }
                 targets[i] = (struct broker_target) {
-                        .port = spec->port, .type = sock->type, .fd = sock->fd, .name = sock->name,
+                        .port = port, .type = sock->type, .fd = sock->fd, .name = sock->name,
                 };
         }
+        return 0;
+}
+
+/* --intercept through seccomp: the filter goes into each COMMAND's
+ * process before exec (spawn.c), its listener onto the loop (ready.c). */
+static int setup_seccomp(struct job *job, const struct broker_target *targets, unsigned flags) {
+        int r = intercept_seccomp_new(targets, job->config->n_intercepts, flags, &job->seccomp);
+
+        if (r < 0)
+                return log_error_errno(r, "--intercept: cannot prepare the seccomp filter: %m");
+        readiness_add_seccomp(job->readiness, job->seccomp);
+        log_debug("--intercept: COMMAND's bind() calls come to prebind through seccomp user notification");
         return 0;
 }
 
@@ -269,47 +315,28 @@ static int intercept_targets(const struct job *job, struct broker_target *target
  * COMMAND's LD_PRELOAD, and a claim as a readiness condition. COMMAND is
  * checked first: one that no LD_PRELOAD reaches would leave its clients
  * hanging on a socket nobody accepts on, so it is not started at all. */
-static int setup_intercept(struct job *job) {
+static int setup_preload(struct job *job, const struct broker_target *targets, const char *no_seccomp) {
         const struct config *c = job->config;
-        struct broker_target targets[INTERCEPT_TARGETS_MAX];
         _cleanup_free_ char *path = NULL, *library = NULL;
         const char *reason = NULL, *existing;
         struct broker *broker;
         int r;
 
-        /* With --netns, the intercepted sockets are forwarded into the
-         * namespace instead (src/netns_job.c): no interposer. */
-        if (c->n_intercepts == 0 || c->netns)
-                return 0;
-        if (c->n_intercepts > INTERCEPT_TARGETS_MAX) {
-                log_error("--intercept: at most %d ports", INTERCEPT_TARGETS_MAX);
-                return -E2BIG;
-        }
-        if ((r = intercept_targets(job, targets)) < 0)
-                return r;
-        /* An intercepted socket reaches COMMAND through its bind() only,
-         * not in LISTEN_FDS too, as with --netns: a server that uses
-         * inherited sockets when there are any (sd_listen_fds(),
-         * go-systemd) would serve on it without a bind(), and the claim
-         * publishing waits for would never come (issue 20). */
-        job->n_passed = 0;
-        for (size_t i = 0; i < job->n_sockets; i++) {
-                bool intercepted = false;
-
-                for (size_t k = 0; k < c->n_intercepts; k++)
-                        intercepted = intercepted || targets[k].fd == job->sockets[i].fd;
-                if (!intercepted)
-                        job->passed[job->n_passed++] = job->sockets[i];
-        }
         /* Not found or not executable: left to exec, which reports 126/127. */
         if (command_resolve(job->command[0], environ, &path) >= 0 && preload_check_program(path, &reason) < 0) {
-                log_error("--intercept: '%s' %s", path, reason);
+                if (no_seccomp)
+                        log_error("--intercept: '%s' %s, and seccomp cannot catch its bind(): %s", path, reason,
+                                  no_seccomp);
+                else
+                        log_error("--intercept: '%s' %s", path, reason);
                 return -EPERM;
         }
         r = preload_library_find(&library);
         if (r < 0)
                 return log_error_errno(r, "--intercept: cannot find libprebind-intercept.so beside '%s' "
-                                       "(set PREBIND_INTERCEPT_LIBRARY)", program_invocation_name);
+                                       "(set PREBIND_INTERCEPT_LIBRARY)%s%s", program_invocation_name,
+                                       no_seccomp ? ", and seccomp cannot catch its bind(): " : "",
+                                       no_seccomp ? no_seccomp : "");
         /* Appended to the user's LD_PRELOAD: the last -E LD_PRELOAD=…, or
          * prebind's own. */
         existing = getenv("LD_PRELOAD");
@@ -333,7 +360,55 @@ static int setup_intercept(struct job *job) {
         if (!(job->setenv[job->n_setenv++] = strdup(broker_env_address(broker))) ||
             !(job->setenv[job->n_setenv++] = strdup(broker_env_ports(broker))))
                 return log_oom();
+        log_debug("--intercept: COMMAND's bind() calls come to prebind through the LD_PRELOAD interposer");
         return 0;
+}
+
+/* --intercept-via: seccomp where the kernel allows it (probed: another
+ * listener in the tree, an old kernel, a policy), else the interposer. */
+static int setup_intercept(struct job *job) {
+        const struct config *c = job->config;
+        struct broker_target targets[INTERCEPT_TARGETS_MAX];
+        const char *no_seccomp = NULL;
+        unsigned flags = 0;
+        int r;
+
+        /* With --netns, the intercepted sockets are forwarded into the
+         * namespace instead (src/netns_job.c), unless seccomp is asked for. */
+        if (c->n_intercepts == 0 || netns_forwards(c))
+                return 0;
+        if (c->n_intercepts > INTERCEPT_TARGETS_MAX) {
+                log_error("--intercept: at most %d ports", INTERCEPT_TARGETS_MAX);
+                return -E2BIG;
+        }
+        if ((r = intercept_targets(job, targets)) < 0)
+                return r;
+        /* An intercepted socket reaches COMMAND through its bind() only,
+         * not in LISTEN_FDS too, as with --netns: a server that uses
+         * inherited sockets when there are any (sd_listen_fds(),
+         * go-systemd) would serve on it without a bind(), and the claim
+         * publishing waits for would never come (issue 20). */
+        job->n_passed = 0;
+        for (size_t i = 0; i < job->n_sockets; i++) {
+                bool intercepted = false;
+
+                for (size_t k = 0; k < c->n_intercepts; k++)
+                        intercepted = intercepted || targets[k].fd == job->sockets[i].fd;
+                if (!intercepted)
+                        job->passed[job->n_passed++] = job->sockets[i];
+        }
+        if (c->intercept_via != INTERCEPT_VIA_PRELOAD) {
+                r = intercept_seccomp_probe(&flags);
+                if (r >= 0)
+                        return setup_seccomp(job, targets, flags);
+                no_seccomp = intercept_seccomp_why_not(r);
+                if (c->intercept_via == INTERCEPT_VIA_SECCOMP) {
+                        log_error("--intercept-via=seccomp: cannot catch COMMAND's bind(): %s", no_seccomp);
+                        return r;
+                }
+                log_debug("--intercept: no seccomp (%s): trying the LD_PRELOAD interposer", no_seccomp);
+        }
+        return setup_preload(job, targets, no_seccomp);
 }
 
 int job_setup(const struct config *config, struct job *ret) {
@@ -416,6 +491,7 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .n_sockets = job->n_passed,
                 .new_process_group = job->config->group,
                 .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
+        .seccomp = job->seccomp,
         };
 
         readiness_child_output(job->readiness, &plan.stdout_fd, &plan.stderr_fd);

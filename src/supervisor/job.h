@@ -13,6 +13,7 @@
 
 struct readiness;
 struct netns_job;
+struct intercept_seccomp;
 
 /* How COMMAND (or the job) ended, as the modes saw it. main() alone turns
  * it into prebind's exit status (job_exit_status()). */
@@ -42,6 +43,7 @@ struct job {
         struct netns_job *netns;        /* --netns; NULL without */
         struct bound_socket *passed;    /* what COMMAND gets: the sockets less the intercepted */
         size_t n_passed;
+        struct intercept_seccomp *seccomp;      /* --intercept via seccomp; the readiness owns it */
         struct publication publication;
         bool published;
         int signal_fd;          /* the supervised modes' signalfd; -1 */

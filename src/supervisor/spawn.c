@@ -106,7 +106,8 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 return r;
         }
         if (pid == 0) {
-                int *keep[] = { &gate[0], &error[1] };
+                int seccomp_fd = plan->seccomp ? intercept_seccomp_child_socket(plan->seccomp) : -1;
+                int *keep[] = { &gate[0], &error[1], &seccomp_fd };
                 char go;
                 int err;
 
@@ -125,8 +126,13 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 if ((plan->stdout_fd > 0 && dup2(plan->stdout_fd, STDOUT_FILENO) < 0) ||
                     (plan->stderr_fd > 0 && dup2(plan->stderr_fd, STDERR_FILENO) < 0))
                         _exit(EXIT_PREBIND_FAILED);
-                if (prepare_child(plan, keep, 2) < 0) {
+                if (prepare_child(plan, keep, plan->seccomp ? 3 : 2) < 0) {
                         fprintf(stderr, "prebind: cannot pass the sockets: %s\n", strerror(errno));
+                        _exit(EXIT_PREBIND_FAILED);
+                }
+                if (plan->seccomp && (err = -intercept_seccomp_child(plan->seccomp, seccomp_fd)) > 0) {
+                        fprintf(stderr, "prebind: cannot install the seccomp filter (--intercept): %s\n",
+                                strerror(err));
                         _exit(EXIT_PREBIND_FAILED);
                 }
                 /* Wait for the parent to publish; EOF without the byte means

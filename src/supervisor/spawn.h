@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "env.h"
+#include "seccomp.h"
 #include "socket.h"
 
 /* Where COMMAND finds its sockets. */
@@ -34,6 +35,9 @@ struct spawn_plan {
         bool join_netns;
         int net_fd;
         int user_fd;
+        /* --intercept via seccomp: the filter is installed last, after
+         * the fd layout, and its listener sent to prebind; NULL without. */
+        const struct intercept_seccomp *seccomp;
 };
 
 /* A child forked by spawn_child(), waiting at its gate: the two pipes

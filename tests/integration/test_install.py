@@ -126,7 +126,8 @@ def test_installed_binary_finds_its_interposer(opts, destdir, tmp_path):
     code = ("import socket; s = socket.socket(); s.bind(('0.0.0.0', 8000)); s.listen(); "
             "print(s.getsockname()[1], flush=True)")
     out = subprocess.run([under(destdir, prefixed(opts, opts["bindir"], "prebind")), "-q",
-                          f"--port-file={port_file}", "--intercept=8000", "--", sys.executable, "-c", code],
+                          f"--port-file={port_file}", "--intercept-via=preload", "--intercept=8000", "--",
+                          sys.executable, "-c", code],
                          capture_output=True, text=True, timeout=30, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0] != "8000"  # it got prebind's socket, on a port of the kernel's choosing

@@ -161,7 +161,9 @@ def test_static_program_is_refused_before_it_starts(tmp_path):
                            timeout=120)
     if built.returncode != 0:
         pytest.skip("no static libc: " + built.stderr[-200:])
-    out = run(["--intercept=8000", "--", str(exe)])
+    # The interposer's limit; seccomp (the default where the kernel has
+    # it) serves static programs (test_seccomp.py).
+    out = run(["--intercept-via=preload", "--intercept=8000", "--", str(exe)])
     assert out.returncode == 125
     assert out.stderr.count("\n") == 1 and "is statically linked" in out.stderr, out.stderr
     assert not marker.exists()
@@ -173,7 +175,7 @@ def test_setuid_program_is_refused(tmp_path):
     shutil.copy("/bin/true", exe)
     os.chown(exe, 65534, 65534)
     os.chmod(exe, 0o4755)
-    out = run(["--intercept=8000", "--", str(exe)])
+    out = run(["--intercept-via=preload", "--intercept=8000", "--", str(exe)])
     assert out.returncode == 125 and "setuid" in out.stderr, out.stderr
 
 
@@ -206,10 +208,11 @@ def test_server_that_binds_another_port_and_exits_names_it(tmp_path):
 
 
 def test_server_that_never_binds_is_124(tmp_path):
-    out = run(["--intercept=8000", "--ready-timeout=300ms", "--", "sleep", "30"])
+    out = run(["--intercept-via=preload", "--intercept=8000", "--ready-timeout=300ms", "--", "sleep", "30"])
     assert out.returncode == 124
     assert "did not claim port 8000/tcp (no bind() of a port reached the interposer; static and Go programs " \
-        "bypass it with raw system calls: see --netns) within 0.3s" in out.stderr, out.stderr
+        "bypass it with raw system calls, which --intercept-via=seccomp catches where the kernel allows it) " \
+        "within 0.3s" in out.stderr, out.stderr
 
 
 def test_command_exiting_first_gives_its_status(tmp_path):
@@ -272,7 +275,7 @@ def test_users_ld_preload_is_kept_first(tmp_path):
     lib = os.environ.get("PREBIND_INTERCEPT_LIBRARY", "")
     for args, env_value in ((["-E", "LD_PRELOAD=/nonexistent-a.so"], None), ([], "/nonexistent-b.so")):
         env = dict(os.environ, LD_PRELOAD=env_value) if env_value else None
-        out = run(["-q", "--intercept=8000"] + args + ["--", PYTHON, "-c", code],
+        out = run(["-q", "--intercept-via=preload", "--intercept=8000"] + args + ["--", PYTHON, "-c", code],
                   env=env)
         first, _, last = out.stdout.strip().partition(":")
         assert first == (env_value or "/nonexistent-a.so"), out

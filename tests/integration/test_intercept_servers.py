@@ -154,12 +154,13 @@ def world_readable_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-@needs_root
-def test_postgresql_select_1(start, tmp_path, world_readable_dir):
+def init_postgres(directory):
+    """A cluster made by initdb as postgres in directory (world-readable):
+    returns (data dir, socket dir, the setpriv prefix that runs as
+    postgres)."""
     from pathlib import Path
-    initdb, postgres = pg_bin("initdb"), pg_bin("postgres")
-    psql = which("psql")
-    base = Path(world_readable_dir)
+    initdb = pg_bin("initdb")
+    base = Path(directory)
     data, sockets = base / "data", base / "sock"
     for d in (data, sockets):
         d.mkdir()
@@ -168,6 +169,13 @@ def test_postgresql_select_1(start, tmp_path, world_readable_dir):
     out = subprocess.run(as_postgres + [initdb, "-D", str(data), "-N", "-A", "trust", "-U", "postgres"],
                          capture_output=True, text=True, timeout=120, cwd=base)
     assert out.returncode == 0, out.stderr
+    return data, sockets, as_postgres
+
+
+@needs_root
+def test_postgresql_select_1(start, tmp_path, world_readable_dir):
+    postgres, psql, base = pg_bin("postgres"), which("psql"), world_readable_dir
+    data, sockets, as_postgres = init_postgres(base)
     # The default listen_addresses is 'localhost': 127.0.0.1 and ::1, two
     # binds of 5432. The lock file and unix socket are named after the
     # configured port, so each instance needs its own directory (-k).

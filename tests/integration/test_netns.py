@@ -92,9 +92,14 @@ def with_env(**kw):
 
 
 def test_eight_instances_all_on_8080_each_reached_through_its_own_port(start, go_server):
-    instances = [start_forwarding(start, go_server, "-E", f"ID=instance-{i}") for i in range(8)]
+    assert_each_reached_its_own([start_forwarding(start, go_server, "-E", f"ID=instance-{i}") for i in range(8)])
+
+
+def assert_each_reached_its_own(instances):
+    """(prebind, port) pairs of servers started with ID=instance-N: each
+    port, three times over, reaches its own server; then all stop."""
     ports = [port for _, port in instances]
-    assert len(set(ports)) == 8
+    assert len(set(ports)) == len(instances)
     for round_ in range(3):
         for i, (p, port) in enumerate(instances):
             f = fields(ask(port, "id"))

@@ -962,6 +962,28 @@ START_TEST(test_netns_and_intercept) {
 }
 END_TEST
 
+START_TEST(test_intercept_via_and_templates) {
+        ck_assert_int_eq(parse(ARGV("prebind", "--intercept=80", "srv")), 1);
+        ck_assert_int_eq(cfg.intercept_via, INTERCEPT_VIA_AUTO);
+        ck_assert_ptr_null(cfg.intercepts[0].port_template);
+        ck_assert_int_eq(parse(ARGV("prebind", "--intercept-via=seccomp", "--intercept={port}",
+                                    "--intercept=x={1.port}", "srv")), 1);
+        ck_assert_int_eq(cfg.intercept_via, INTERCEPT_VIA_SECCOMP);
+        ck_assert_uint_eq(cfg.intercepts[0].port, 0);
+        ck_assert_str_eq(cfg.intercepts[0].port_template, "{port}");
+        ck_assert_str_eq(cfg.intercepts[1].name, "x");
+        ck_assert_str_eq(cfg.intercepts[1].port_template, "{1.port}");
+        ck_assert_int_eq(parse(ARGV("prebind", "--intercept-via=preload", "--intercept=80", "srv")), 1);
+        ck_assert_int_eq(cfg.intercept_via, INTERCEPT_VIA_PRELOAD);
+        ck_assert_int_eq(parse(ARGV("prebind", "--intercept-via=ptrace", "--intercept=80", "srv")), -EINVAL);
+        ck_assert_int_eq(parse(ARGV("prebind", "--intercept=port", "srv")), -EINVAL);
+        /* With --netns a template needs the hand-over: a forwarder's port
+         * inside is fixed. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept={port}", "srv")), -EINVAL);
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept-via=seccomp", "--intercept={port}", "srv")), 1);
+}
+END_TEST
+
 static Suite *config_suite(void) {
         Suite *s = suite_create("config");
         TCase *tc;
@@ -1039,6 +1061,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_inetd_conflict);
         tcase_add_test(tc, test_no_conflicts);
         tcase_add_test(tc, test_netns_and_intercept);
+        tcase_add_test(tc, test_intercept_via_and_templates);
         suite_add_tcase(s, tc);
 
         return s;

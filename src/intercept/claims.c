@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "claims.h"
+
+const char *claims_type_name(int type) {
+        return type == SOCK_DGRAM ? "udp" : type == SOCK_STREAM ? "tcp" : "other";
+}
+
+void claims_note(struct claims_notes *notes, int family, int type, unsigned port, const char *address) {
+        struct claims_note *n = &notes->ring[notes->n++ % CLAIMS_NOTES_MAX];
+
+        *n = (struct claims_note) { .family = family, .type = type, .port = port };
+        snprintf(n->address, sizeof n->address, "%s", address);
+}
+
+size_t claims_append(char *buf, size_t size, size_t len, const char *format, ...) {
+        va_list ap;
+        int n;
+
+        if (len + 1 >= size)
+                return len;
+        va_start(ap, format);
+        n = vsnprintf(buf + len, size - len, format, ap);
+        va_end(ap);
+        if (n < 0)
+                return len;
+        return len + (size_t) n < size ? len + (size_t) n : size - 1;
+}
+
+size_t claims_describe(const struct claims_notes *notes, const struct intercept_port *unclaimed, size_t n, char *buf,
+                       size_t size) {
+        size_t first = notes->n > CLAIMS_NOTES_MAX ? notes->n - CLAIMS_NOTES_MAX : 0, len = 0, shown = 0;
+
+        if (size == 0)
+                return 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < n; i++)
+                len = claims_append(buf, size, len, "%s%u/%s", i ? " or " : "did not claim port ", unclaimed[i].port,
+                                    claims_type_name(unclaimed[i].type));
+        for (size_t k = first; k < notes->n; k++) {
+                const struct claims_note *note = &notes->ring[k % CLAIMS_NOTES_MAX];
+                bool v6 = note->family == AF_INET6;
+
+                len = claims_append(buf, size, len, "%s", shown++ ? ", " : " (it bound ");
+                if (note->family == AF_UNIX)
+                        len = claims_append(buf, size, len, "unix socket '%s'", note->address);
+                else
+                        len = claims_append(buf, size, len, "%s%s%s:%u/%s", v6 ? "[" : "", note->address,
+                                            v6 ? "]" : "", note->port, claims_type_name(note->type));
+        }
+        if (shown)
+                len = claims_append(buf, size, len, " instead)");
+        return len;
+}

@@ -1,0 +1,663 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "claims.h"
+#include "intercept/match.h"
+#include "log.h"
+#include "macro.h"
+#include "seccomp.h"
+
+/* The kernel's ABI (<linux/seccomp.h>, <linux/filter.h>, <linux/audit.h>),
+ * spelled out: musl's include path, which builds prebind-static, has no
+ * <linux/…> headers. These values are fixed by the kernel's ABI. */
+#define SC_SET_MODE_FILTER 1
+#define SC_FLAG_NEW_LISTENER (1U << 3)           /* 5.0 */
+#define SC_FLAG_WAIT_KILLABLE_RECV (1U << 5)     /* 5.19 */
+#define SC_RET_ALLOW 0x7fff0000U
+#define SC_RET_USER_NOTIF 0x7fc00000U
+#define SC_NOTIF_FLAG_CONTINUE (1U << 0)         /* 5.5 */
+#define SC_ADDFD_FLAG_SETFD (1U << 0)            /* 5.9 */
+
+struct sc_data {
+        int32_t nr;
+        uint32_t arch;
+        uint64_t instruction_pointer;
+        uint64_t args[6];
+};
+
+struct sc_notif {
+        uint64_t id;
+        uint32_t pid;
+        uint32_t flags;
+        struct sc_data data;
+};
+
+struct sc_notif_resp {
+        uint64_t id;
+        int64_t val;
+        int32_t error;
+        uint32_t flags;
+};
+
+struct sc_notif_addfd {
+        uint64_t id;
+        uint32_t flags;
+        uint32_t srcfd;
+        uint32_t newfd;
+        uint32_t newfd_flags;
+};
+
+/* SECCOMP_IOCTL_NOTIF_*: _IOWR('!', 0, …), _IOWR('!', 1, …), _IOW('!',
+ * 2, __u64), _IOW('!', 3, …) (the asm-generic encoding of x86, arm and
+ * riscv). */
+#define SC_IOC(dir, nr, size) (((unsigned long) (dir) << 30) | ((unsigned long) (size) << 16) | ('!' << 8) | (nr))
+#define SC_IOCTL_NOTIF_RECV SC_IOC(3, 0, sizeof(struct sc_notif))
+#define SC_IOCTL_NOTIF_SEND SC_IOC(3, 1, sizeof(struct sc_notif_resp))
+#define SC_IOCTL_NOTIF_ID_VALID SC_IOC(1, 2, sizeof(uint64_t))
+#define SC_IOCTL_NOTIF_ADDFD SC_IOC(1, 3, sizeof(struct sc_notif_addfd))
+
+struct sc_sock_filter {
+        uint16_t code;
+        uint8_t jt;
+        uint8_t jf;
+        uint32_t k;
+};
+
+struct sc_sock_fprog {
+        unsigned short len;
+        struct sc_sock_filter *filter;
+};
+
+#define BPF_LD_W_ABS 0x20      /* BPF_LD | BPF_W | BPF_ABS */
+#define BPF_JEQ_K 0x15         /* BPF_JMP | BPF_JEQ | BPF_K */
+#define BPF_RET_K 0x06         /* BPF_RET | BPF_K */
+
+#if defined(__x86_64__) && !defined(__ILP32__)
+#define SC_AUDIT_ARCH 0xc000003eU       /* AUDIT_ARCH_X86_64 */
+#elif defined(__aarch64__) && !defined(__AARCH64EB__)
+#define SC_AUDIT_ARCH 0xc00000b7U       /* AUDIT_ARCH_AARCH64 */
+#elif defined(__riscv) && __riscv_xlen == 64
+#define SC_AUDIT_ARCH 0xc00000f3U       /* AUDIT_ARCH_RISCV64 */
+#endif
+
+/* Where the kernel's headers are at hand (not under musl), they must
+ * agree. */
+#if __has_include(<linux/seccomp.h>)
+#include <linux/seccomp.h>
+_Static_assert(SC_IOCTL_NOTIF_RECV == SECCOMP_IOCTL_NOTIF_RECV, "RECV");
+_Static_assert(SC_IOCTL_NOTIF_SEND == SECCOMP_IOCTL_NOTIF_SEND, "SEND");
+_Static_assert(SC_IOCTL_NOTIF_ID_VALID == SECCOMP_IOCTL_NOTIF_ID_VALID, "ID_VALID");
+_Static_assert(SC_IOCTL_NOTIF_ADDFD == SECCOMP_IOCTL_NOTIF_ADDFD, "ADDFD");
+_Static_assert(sizeof(struct sc_notif) == sizeof(struct seccomp_notif), "notif");
+_Static_assert(SC_RET_USER_NOTIF == SECCOMP_RET_USER_NOTIF && SC_FLAG_NEW_LISTENER == SECCOMP_FILTER_FLAG_NEW_LISTENER,
+               "flags");
+#endif
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* Decoys handed out lately: a bind restarted on one is answered 0. */
+#define DECOYS_MAX 8
+
+struct target_state {
+        struct broker_target target;
+        dev_t dev;
+        ino_t ino;
+        int family;             /* of the bind that got it; 0: none since set_command() */
+};
+
+struct intercept_seccomp {
+        unsigned flags;         /* extra filter flags (WAIT_KILLABLE_RECV) */
+        int sock[2];            /* [0] prebind's end, [1] the child's */
+        int epoll_fd;
+        int listener;           /* -1 between COMMANDs */
+        pid_t command;
+        struct target_state targets[INTERCEPT_TARGETS_MAX];
+        size_t n_targets;
+        struct claims_notes notes; /* binds that got nothing of prebind's, since set_command() */
+        ino_t decoys[DECOYS_MAX];
+        size_t n_decoys;
+        unsigned unreadable;    /* binds whose address could not be read */
+};
+
+/* The filter: bind() of this architecture goes to the listener, every
+ * other system call is allowed (an architecture check first: the same
+ * number is another call under another ABI). */
+static int install_filter(unsigned flags) {
+#ifdef SC_AUDIT_ARCH
+        struct sc_sock_filter code[] = {
+                { BPF_LD_W_ABS, 0, 0, (uint32_t) offsetof(struct sc_data, arch) },
+                { BPF_JEQ_K, 0, 3, SC_AUDIT_ARCH },
+                { BPF_LD_W_ABS, 0, 0, (uint32_t) offsetof(struct sc_data, nr) },
+                { BPF_JEQ_K, 0, 1, (uint32_t) SYS_bind },
+                { BPF_RET_K, 0, 0, SC_RET_USER_NOTIF },
+                { BPF_RET_K, 0, 0, SC_RET_ALLOW },
+        };
+        struct sc_sock_fprog prog = { .len = (unsigned short) ELEMENTSOF(code), .filter = code };
+        long fd;
+
+        /* Without it an unprivileged process may not install a filter
+         * (EACCES); it also keeps setuid programs from gaining privileges. */
+        if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) < 0)
+                return -errno;
+        fd = syscall(SYS_seccomp, SC_SET_MODE_FILTER, SC_FLAG_NEW_LISTENER | flags, &prog);
+        return fd < 0 ? -errno : (int) fd;
+#else
+        (void) flags;
+        return -EOPNOTSUPP;
+#endif
+}
+
+/* The probe child's exit status when the filter works without the
+ * killable wait; 0 with it; else the errno (EPERM is 1: not this). */
+#define PROBE_PLAIN 254
+
+/* The probe's child: the filter with the killable wait, else without,
+ * then ADDFD (5.9) on a notification that does not exist: ENOENT where
+ * the kernel knows the ioctl. Exit status: 0, PROBE_PLAIN, or the
+ * errno. It shares prebind's memory (CLONE_VM, prebind waits): raw
+ * system calls only. */
+static int probe_child(void *unused) {
+        struct sc_notif_addfd addfd = { .id = 0, .flags = SC_ADDFD_FLAG_SETFD, .srcfd = 0, .newfd = 0 };
+        int status = 0, fd = install_filter(SC_FLAG_WAIT_KILLABLE_RECV);
+
+        if (fd == -EINVAL) {
+                fd = install_filter(0);
+                status = PROBE_PLAIN;
+        }
+        if (fd < 0)
+                status = -fd & 0xff;
+        else if (syscall(SYS_ioctl, fd, SC_IOCTL_NOTIF_ADDFD, &addfd) == 0 || errno != ENOENT)
+                status = errno == ENOENT || errno == 0 ? EINVAL : errno & 0xff;
+        syscall(SYS_exit, status);
+        return status;
+}
+
+int intercept_seccomp_probe(unsigned *ret_flags) {
+        /* Its stack; prebind is suspended until the child exits
+         * (CLONE_VFORK): no page tables to copy, as fork() would. */
+        static char stack[16384] __attribute__((aligned(16)));
+        int status;
+        pid_t pid;
+
+#ifndef SC_AUDIT_ARCH
+        return -EOPNOTSUPP;
+#endif
+        pid = clone(probe_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+        if (pid < 0)
+                return -errno;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        if (!WIFEXITED(status))
+                return -ECHILD;
+        if (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != PROBE_PLAIN)
+                return -WEXITSTATUS(status);
+        *ret_flags = WEXITSTATUS(status) == 0 ? SC_FLAG_WAIT_KILLABLE_RECV : 0;
+        return 0;
+}
+
+const char *intercept_seccomp_why_not(int r) {
+        switch (r) {
+        case -EBUSY:
+                return "another seccomp supervisor already listens in this process tree (an outer prebind "
+                       "--intercept, or a container runtime)";
+        case -EINVAL:
+        case -ENOTTY:
+                return "the kernel is too old (seccomp user notification with ADDFD needs Linux 5.9)";
+        case -ENOSYS:
+                return "seccomp() is not available (a kernel without seccomp filters, or an emulator that lacks "
+                       "it, such as valgrind)";
+        case -EACCES:
+        case -EPERM:
+                return "a security policy refuses seccomp()";
+        case -EOPNOTSUPP:
+                return "prebind does not know the system call numbers of this architecture";
+        default:
+                return strerror(-r);
+        }
+}
+
+int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigned flags,
+                          struct intercept_seccomp **ret) {
+        _cleanup_free_ struct intercept_seccomp *s = NULL;
+
+        if (n == 0 || n > INTERCEPT_TARGETS_MAX)
+                return -EINVAL;
+        s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->flags = flags;
+        s->listener = s->epoll_fd = s->sock[0] = s->sock[1] = -1;
+        for (size_t i = 0; i < n; i++) {
+                struct stat st;
+
+                if (fstat(targets[i].fd, &st) < 0)
+                        return -errno;
+                s->targets[i] = (struct target_state) { .target = targets[i], .dev = st.st_dev, .ino = st.st_ino };
+        }
+        s->n_targets = n;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->sock) < 0)
+                return -errno;
+        s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (s->epoll_fd < 0) {
+                int r = -errno;
+                intercept_seccomp_free(TAKE_PTR(s));
+                return r;
+        }
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+void intercept_seccomp_free(struct intercept_seccomp *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < 2; i++)
+                if (s->sock[i] >= 0)
+                        close(s->sock[i]);
+        if (s->listener >= 0)
+                close(s->listener);
+        if (s->epoll_fd >= 0)
+                close(s->epoll_fd);
+        free(s);
+}
+
+int intercept_seccomp_child_socket(const struct intercept_seccomp *s) {
+        return s->sock[1];
+}
+
+int intercept_seccomp_fd(const struct intercept_seccomp *s) {
+        return s->epoll_fd;
+}
+
+int intercept_seccomp_child(const struct intercept_seccomp *s, int sock) {
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } control;
+        char byte = 0;
+        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                              .msg_controllen = sizeof control.buf };
+        struct cmsghdr *c;
+        int fd = install_filter(s->flags), r = 0;
+
+        if (fd < 0)
+                return fd;
+        memset(control.buf, 0, sizeof control.buf);
+        c = CMSG_FIRSTHDR(&msg);
+        if (!c) {
+                close(fd);
+                return -EINVAL;
+        }
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0)
+                r = -errno;
+        close(fd);
+        return r;
+}
+
+/* The listener the newest child sent (an earlier one that sent none
+ * died before exec). */
+static int receive_listener(struct intercept_seccomp *s) {
+        int fd = -1;
+
+        for (;;) {
+                union {
+                        char buf[CMSG_SPACE(sizeof(int))];
+                        struct cmsghdr align;
+                } control;
+                char byte;
+                struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+                struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                                      .msg_controllen = sizeof control.buf };
+                struct cmsghdr *c;
+                ssize_t n = recvmsg(s->sock[0], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+                if (n < 0)
+                        return fd >= 0 ? fd : -ENOENT;
+                for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+                            c->cmsg_len == CMSG_LEN(sizeof(int))) {
+                                if (fd >= 0)
+                                        close(fd);
+                                memcpy(&fd, CMSG_DATA(c), sizeof fd);
+                        }
+        }
+}
+
+static void drop_listener(struct intercept_seccomp *s) {
+        if (s->listener < 0)
+                return;
+        (void) epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, s->listener, NULL);
+        close(s->listener);
+        s->listener = -1;
+}
+
+int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
+        struct epoll_event ev = { .events = EPOLLIN };
+        int fd = receive_listener(s);
+
+        s->command = pid;
+        for (size_t i = 0; i < s->n_targets; i++)
+                s->targets[i].family = 0;
+        s->notes.n = 0;
+        s->unreadable = 0;
+        if (fd < 0)
+                return fd;
+        drop_listener(s);
+        s->listener = fd;
+        ev.data.fd = fd;
+        if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+                int r = -errno;
+                drop_listener(s);
+                return r;
+        }
+        return 0;
+}
+
+bool intercept_seccomp_all_claimed(const struct intercept_seccomp *s) {
+        for (size_t i = 0; i < s->n_targets; i++)
+                if (!s->targets[i].family)
+                        return false;
+        return true;
+}
+
+int intercept_seccomp_parse_tgid(const char *status, pid_t *ret) {
+        for (const char *line = status; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+                if (strncmp(line, "Tgid:", 5) == 0) {
+                        char *end;
+                        long v;
+
+                        errno = 0;
+                        v = strtol(line + 5, &end, 10);
+                        if (errno || end == line + 5 || v <= 0 || v > INT32_MAX || (*end && *end != '\n'))
+                                return -EINVAL;
+                        *ret = (pid_t) v;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+int intercept_seccomp_parse_fdinfo_flags(const char *fdinfo, unsigned *ret) {
+        for (const char *line = fdinfo; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+                if (strncmp(line, "flags:", 6) == 0) {
+                        const char *p = line + 6;
+                        char *end;
+                        unsigned long v;
+
+                        p += strspn(p, " \t");
+                        if (*p < '0' || *p > '7')
+                                return -EINVAL;
+                        errno = 0;
+                        v = strtoul(p, &end, 8);
+                        if (errno || v > UINT32_MAX || (*end && *end != '\n'))
+                                return -EINVAL;
+                        *ret = (unsigned) v;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+/* A small /proc file, NUL-terminated, into buf. */
+static int read_proc(const char *path, char *buf, size_t size) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n;
+
+        buf[0] = '\0';
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, size - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        return 0;
+}
+
+/* Notifications name the calling thread: its process holds the fds. */
+static int thread_group(pid_t tid, pid_t *ret) {
+        char path[64], buf[2048];
+        int r;
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) tid);
+        r = read_proc(path, buf, sizeof buf);
+        return r < 0 ? r : intercept_seccomp_parse_tgid(buf, ret);
+}
+
+/* Is the server's fd close-on-exec? The copy pidfd_getfd() makes always
+ * is: the server's own flag is in its fdinfo. */
+static bool fd_is_cloexec(pid_t tgid, int fd) {
+        char path[64], buf[512];
+        unsigned flags = 0;
+
+        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int) tgid, fd);
+        if (read_proc(path, buf, sizeof buf) < 0 || intercept_seccomp_parse_fdinfo_flags(buf, &flags) < 0)
+                return false;
+        return (flags & O_CLOEXEC) != 0;
+}
+
+static int sockopt_int(int fd, int name) {
+        int v = -1;
+        socklen_t len = sizeof v;
+
+        return getsockopt(fd, SOL_SOCKET, name, &v, &len) < 0 ? -1 : v;
+}
+
+static void note(struct intercept_seccomp *s, pid_t pid, const struct sockaddr *sa, socklen_t len, unsigned port,
+                 int type) {
+        char address[112];
+
+        intercept_address_text(sa, len, address, sizeof address);
+        claims_note(&s->notes, sa->sa_family, type, port, address);
+        log_debug("pid %d bound %s%s%u/%s (not intercepted)", (int) pid, address, port ? " port " : "", port,
+                  claims_type_name(type));
+}
+
+/* What the bind gets. */
+enum verdict {
+        VERDICT_CONTINUE,       /* the kernel binds as asked */
+        VERDICT_DONE,           /* answer 0: the fd is prebind's socket (or a decoy) now */
+};
+
+static bool is_ours(const struct intercept_seccomp *s, const struct stat *st) {
+        for (size_t i = 0; i < s->n_targets; i++)
+                if (s->targets[i].dev == st->st_dev && s->targets[i].ino == st->st_ino)
+                        return true;
+        for (size_t i = 0; i < s->n_decoys && i < DECOYS_MAX; i++)
+                if (s->decoys[i] == st->st_ino)
+                        return true;
+        return false;
+}
+
+/* A loopback port 0 of the server's own family and type for a bind of
+ * the other family (match.h's rule): nobody is told about it. */
+static int make_decoy(struct intercept_seccomp *s, int family, int type) {
+        struct sockaddr_storage ss;
+        socklen_t len = intercept_decoy_address(family, &ss);
+        _cleanup_close_ int fd = socket(family, type | SOCK_CLOEXEC, 0);
+        struct stat st;
+        int one = 1;
+
+        if (len == 0 || fd < 0)
+                return -EAFNOSUPPORT;
+        if (family == AF_INET6)
+                (void) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        if (bind(fd, (struct sockaddr *) &ss, len) < 0 || fstat(fd, &st) < 0)
+                return -errno;
+        s->decoys[s->n_decoys++ % DECOYS_MAX] = st.st_ino;
+        return TAKE_FD(fd);
+}
+
+/* Put src at the server's fd number, with its close-on-exec and its
+ * O_NONBLOCK (which lives on the open file description: prebind's copy
+ * takes the server's choice; prebind never accepts on it). */
+static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *req, pid_t tgid, int copy, int src) {
+        int fd = (int) req->data.args[0];
+        struct sc_notif_addfd addfd = {
+                .id = req->id,
+                .flags = SC_ADDFD_FLAG_SETFD,
+                .srcfd = (uint32_t) src,
+                .newfd = (uint32_t) fd,
+                .newfd_flags = fd_is_cloexec(tgid, fd) ? O_CLOEXEC : 0,
+        };
+        int theirs = fcntl(copy, F_GETFL), ours = fcntl(src, F_GETFL);
+
+        if (theirs >= 0 && ours >= 0 && (theirs & O_NONBLOCK) != (ours & O_NONBLOCK))
+                (void) fcntl(src, F_SETFL, (ours & ~O_NONBLOCK) | (theirs & O_NONBLOCK));
+        /* SETFD, never SEND: SEND would answer bind() with the fd number. */
+        if (ioctl(s->listener, SC_IOCTL_NOTIF_ADDFD, &addfd) < 0)
+                return -errno;
+        return 0;
+}
+
+static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *req) {
+        union {
+                struct sockaddr sa;
+                struct sockaddr_storage ss;
+        } addr = { 0 };
+        uint64_t len = req->data.args[2];
+        size_t want = len < sizeof addr ? (size_t) len : sizeof addr;
+        struct iovec local = { .iov_base = &addr, .iov_len = want };
+        /* NOLINTNEXTLINE(performance-no-int-to-ptr): an address in the target, for process_vm_readv() */
+        struct iovec remote = { .iov_base = (void *) (uintptr_t) req->data.args[1], .iov_len = want };
+        _cleanup_close_ int pidfd = -1, copy = -1, decoy = -1;
+        struct target_state *t = NULL;
+        struct stat st;
+        uint64_t id = req->id;
+        uint16_t port;
+        pid_t tgid;
+        int type, fd = (int) req->data.args[0], family;
+
+        if (len < sizeof(sa_family_t) || len > INT32_MAX || fd < 0)
+                return VERDICT_CONTINUE;
+        /* A non-root prebind cannot read a non-dumpable target (EPERM):
+         * then it binds by itself, and the message at the deadline says. */
+        if (process_vm_readv((pid_t) req->pid, &local, 1, &remote, 1, 0) != (ssize_t) want ||
+            thread_group((pid_t) req->pid, &tgid) < 0 || (pidfd = (int) syscall(SYS_pidfd_open, tgid, 0)) < 0) {
+                s->unreadable++;
+                return VERDICT_CONTINUE;
+        }
+        /* Read, then check: the thread may have gone and its id been
+         * reused since the notification was queued (seccomp_unotify(2)). */
+        if (ioctl(s->listener, SC_IOCTL_NOTIF_ID_VALID, &id) < 0)
+                return VERDICT_CONTINUE;
+        copy = (int) syscall(SYS_pidfd_getfd, pidfd, fd, 0U);
+        if (copy < 0 || fstat(copy, &st) < 0) {
+                s->unreadable++;
+                return VERDICT_CONTINUE;
+        }
+        /* A signal between ADDFD and the answer restarts bind() on the
+         * swapped fd (Go's SIGURG, without WAIT_KILLABLE_RECV): it is
+         * done already. */
+        if (is_ours(s, &st))
+                return VERDICT_DONE;
+        type = sockopt_int(copy, SO_TYPE);
+        family = addr.sa.sa_family;
+        if (family == AF_UNIX) {
+                note(s, (pid_t) req->pid, &addr.sa, (socklen_t) want, 0, type);
+                return VERDICT_CONTINUE;
+        }
+        /* Port 0 (Go probes the stack with two at start) passes unnoted. */
+        if (!intercept_sockaddr_port(&addr.sa, (socklen_t) want, &port) || port == 0)
+                return VERDICT_CONTINUE;
+        for (size_t i = 0; i < s->n_targets && !t; i++)
+                if (intercept_match(&(struct intercept_port) { s->targets[i].target.port, s->targets[i].target.type },
+                                    1, port, type))
+                        t = &s->targets[i];
+        if (!t) {
+                note(s, (pid_t) req->pid, &addr.sa, (socklen_t) want, port, type);
+                return VERDICT_CONTINUE;
+        }
+        if (intercept_bind_rule(t->family, family) == INTERCEPT_GIVE_DECOY) {
+                decoy = make_decoy(s, family, type);
+                if (decoy < 0 || hand_over(s, req, tgid, copy, decoy) < 0)
+                        return VERDICT_CONTINUE;
+                log_debug("pid %d bound port %u/%s of the other family again: given a private port of its own",
+                          (int) req->pid, port, claims_type_name(type));
+                return VERDICT_DONE;
+        }
+        if (hand_over(s, req, tgid, copy, t->target.fd) < 0)
+                return VERDICT_CONTINUE;
+        log_debug("handed socket '%s' to pid %d at fd %d for its bind of port %u/%s", t->target.name, (int) req->pid,
+                  fd, port, claims_type_name(type));
+        t->family = family;
+        return VERDICT_DONE;
+}
+
+static int answer_one(struct intercept_seccomp *s) {
+        struct sc_notif req;
+        struct sc_notif_resp resp = { 0 };
+
+        /* The kernel wants it zeroed. */
+        memset(&req, 0, sizeof req);
+        if (ioctl(s->listener, SC_IOCTL_NOTIF_RECV, &req) < 0)
+                /* ENOENT: the caller was interrupted before it was read. */
+                return errno == ENOENT || errno == EINTR ? 0 : -errno;
+        resp.id = req.id;
+        if (req.data.nr != SYS_bind || decide(s, &req) == VERDICT_CONTINUE)
+                resp.flags = SC_NOTIF_FLAG_CONTINUE;
+        /* ENOENT: the caller is gone (killed) meanwhile. */
+        if (ioctl(s->listener, SC_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
+}
+
+int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
+        struct epoll_event ev;
+        int n = epoll_wait(s->epoll_fd, &ev, 1, 0);
+
+        if (n < 0)
+                return errno == EINTR ? 0 : -errno;
+        if (n == 0 || s->listener < 0)
+                return 0;
+        if (ev.events & EPOLLIN)
+                return answer_one(s);
+        /* EPOLLHUP: no process is left under the filter. */
+        drop_listener(s);
+        return 0;
+}
+
+void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size) {
+        struct intercept_port unclaimed[INTERCEPT_TARGETS_MAX];
+        size_t n = 0, len;
+
+        if (size == 0)
+                return;
+        buf[0] = '\0';
+        for (size_t i = 0; i < s->n_targets; i++)
+                if (!s->targets[i].family)
+                        unclaimed[n++] = (struct intercept_port) { s->targets[i].target.port,
+                                                                   s->targets[i].target.type };
+        if (n == 0)
+                return;
+        len = claims_describe(&s->notes, unclaimed, n, buf, size);
+        if (s->unreadable)
+                (void) claims_append(buf, size, len, " (%u bind%s could not be inspected: a non-root prebind cannot "
+                                     "read a non-dumpable process)", s->unreadable, s->unreadable == 1 ? "" : "s");
+        else if (s->notes.n == 0)
+                (void) claims_append(buf, size, len, " (it bound no IP port)");
+}

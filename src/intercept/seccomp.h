@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "broker.h"
+
+/* --intercept through seccomp user notification (issue 22): COMMAND's
+ * process installs a filter before exec that sends its bind() calls to
+ * prebind; for an intercepted port prebind puts its own socket at the
+ * server's fd number (SECCOMP_IOCTL_NOTIF_ADDFD + SECCOMP_ADDFD_FLAG_SETFD)
+ * and answers 0; every other bind continues untouched. Any program, static
+ * and Go included, with nothing on the data path. Linux >= 5.9.
+ *
+ * The façade: probe, new (before the first COMMAND), the child's half
+ * (between fork and exec), then a source on the loop and a new listener
+ * for each COMMAND. Every seccomp, pidfd and /proc call stays in here. */
+
+struct intercept_seccomp;
+
+/* Does the kernel let COMMAND's bind() calls come to prebind? A forked
+ * child tries it. Returns 0 and the filter flags to use, or -errno:
+ * -EBUSY (another seccomp supervisor listens in this process tree),
+ * -EINVAL/-ENOTTY (a kernel older than 5.9), -ENOSYS (no seccomp()
+ * at all, or valgrind), -EACCES/-EPERM (a
+ * policy refuses seccomp()), -EOPNOTSUPP (not built for this CPU). */
+int intercept_seccomp_probe(unsigned *ret_flags);
+
+/* Why not, in a phrase, for intercept_seccomp_probe()'s error. */
+const char *intercept_seccomp_why_not(int r);
+
+/* For n targets (their fds must outlive it), with the probe's flags.
+ * Returns 0 or -errno. */
+int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigned flags,
+                          struct intercept_seccomp **ret);
+void intercept_seccomp_free(struct intercept_seccomp *s);
+
+/* The child's end of the socket the listener comes back on: the child
+ * keeps it through its fd layout (it may be moved; pass the new number). */
+int intercept_seccomp_child_socket(const struct intercept_seccomp *s);
+
+/* In the child, after fork and before exec (async-signal-safe):
+ * PR_SET_NO_NEW_PRIVS, the filter, and its listener sent to prebind over
+ * sock. Returns 0 or -errno. */
+int intercept_seccomp_child(const struct intercept_seccomp *s, int sock);
+
+/* One fd for the loop: readable when a notification waits. */
+int intercept_seccomp_fd(const struct intercept_seccomp *s);
+
+/* A new COMMAND has exec'd: take its filter's listener (the old one is
+ * closed: leftovers of an earlier COMMAND then bind nothing intercepted),
+ * and every target must be claimed again. Returns 0, or -ENOENT when the
+ * child sent none. */
+int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid);
+
+/* Answer what waits, without blocking. Returns 0 or -errno. */
+int intercept_seccomp_dispatch(struct intercept_seccomp *s);
+
+/* Has every target been claimed since intercept_seccomp_set_command()? */
+bool intercept_seccomp_all_claimed(const struct intercept_seccomp *s);
+
+/* As broker_describe_unmet(): "did not claim port 6379/tcp (it bound
+ * 0.0.0.0:6380/tcp instead)". Empty when all are claimed. */
+void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size);
+
+/* The pure parts, for the unit tests. */
+
+/* The thread group of a /proc/TID/status text ("Tgid:\t123"). Returns 0,
+ * or -EINVAL when there is no valid Tgid line. */
+int intercept_seccomp_parse_tgid(const char *status, pid_t *ret);
+
+/* The "flags:" (octal) of a /proc/PID/fdinfo/FD text. Returns 0, or
+ * -EINVAL. */
+int intercept_seccomp_parse_fdinfo_flags(const char *fdinfo, unsigned *ret);
