@@ -4,6 +4,7 @@ linear in their length (TRE), a pattern that would explode is refused
 before COMMAND starts, and every read of COMMAND's pipes is bounded, so
 SIGTERM and --ready-timeout are acted on when they are due."""
 
+import contextlib
 import os
 import select
 import signal
@@ -147,3 +148,67 @@ def test_an_exploding_pattern_is_refused_at_once_in_bounded_memory(tmp_path, pat
     assert out.stderr.count("\n") == 1, out.stderr
     assert not flag.exists()
     assert took < 1 * SLOWER, f"{took:.1f}s"
+
+
+@contextlib.contextmanager
+def session(args, **kwargs):
+    """prebind ARGS in a session of its own, for a COMMAND that leaves a
+    child behind: the child dies of SIGPIPE once prebind's end of the pipe
+    is closed, and whatever is left the session's SIGKILL stops."""
+    p = subprocess.Popen([PREBIND] + args, stderr=subprocess.PIPE, start_new_session=True, **kwargs)
+    try:
+        yield p
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+        for f in (p.stdout, p.stderr):
+            if f:
+                f.close()
+
+
+@pytest.mark.parametrize("pattern,lines", [
+    ("never", ""),                      # issue 19's: 17 to 25 s, at 100 % CPU
+    ("(.*a){20}x", "a" * 60),           # matched slower than written: never ended
+], ids=["issue", "slow-to-match"])
+def test_drain_ends_when_a_leftover_child_writes_for_ever(pattern, lines):
+    """COMMAND exits before it is ready while a child it left behind
+    writes as fast as it can: prebind passes on what COMMAND wrote and
+    exits with COMMAND's status, at once."""
+    t0 = time.monotonic()
+    with session([f"--ready-log={pattern}", "--ready-timeout=5s", "--", "sh", "-c",
+                  f"yes {lines} & sleep .5; exit 3"], stdout=subprocess.DEVNULL) as p:
+        status = p.wait(timeout=TIMEOUT * SLOWER)
+        took = time.monotonic() - t0
+        err = p.stderr.read(65536).decode(errors="replace")
+        assert status == 3, err
+        assert "exited before it was ready, with status 3" in err
+        assert took < 3 * SLOWER, f"{took:.1f}s"
+
+
+def test_drain_after_ready_ends_when_a_leftover_child_writes_for_ever():
+    """The same once ready, with stdout a pipe that is read: the relay
+    splices at most a bounded amount per wake-up, and prebind exits with
+    COMMAND's status when COMMAND exits."""
+    t0 = time.monotonic()
+    with session(["-q", "--ready-log=^go$", "--", "sh", "-c", "echo go; yes & sleep .5; exit 4"],
+                 stdout=subprocess.PIPE) as p:
+        fd, seen = p.stdout.fileno(), 0
+        while p.poll() is None and time.monotonic() - t0 < TIMEOUT * SLOWER:
+            if select.select([fd], [], [], 0.1)[0]:
+                seen += len(os.read(fd, 1 << 20))
+        assert p.wait(timeout=1) == 4
+        assert time.monotonic() - t0 < 3 * SLOWER, f"{time.monotonic() - t0:.1f}s"
+        assert seen > 0
+
+
+def test_sigterm_is_honoured_while_a_costly_pattern_meets_short_lines(tmp_path):
+    """A costly pattern (1532 per byte, lines matched on 2737 bytes), and
+    output of empty lines and of lines longer than that: SIGTERM still
+    goes through at once."""
+    script = ("import os\n"
+              "chunk = b'\\n' * 4096 + (b'a' * 3000 + b'\\n') * 8\n"
+              "while True: os.write(1, chunk)\n")
+    assert_sigterm_goes_through(tmp_path, "(.*a){255}x", script)
