@@ -115,15 +115,18 @@ def test_sigterm_is_honoured_while_long_lines_are_matched(tmp_path, pattern, fil
 
 
 @pytest.mark.parametrize("pattern,fill,length,ready", SLOW, ids=IDS)
-def test_ready_timeout_is_honoured_while_long_lines_are_matched(pattern, fill, length, ready):
+def test_ready_timeout_is_honoured_while_long_lines_are_matched(tmp_path, pattern, fill, length, ready):
+    got = tmp_path / "sigterm"
     t0 = time.monotonic()
-    out = subprocess.run([PREBIND, f"--ready-log={pattern}", "--ready-timeout=1s", "--"]
-                         + [PYTHON, "-c", long_lines_forever(fill, length)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         timeout=TIMEOUT * SLOWER)
+    out = subprocess.run([PREBIND, f"--ready-log={pattern}", "--ready-timeout=1s", "--", PYTHON, "-c",
+                          ON_SIGTERM + long_lines_forever(fill, length), str(got)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT * SLOWER)
     took = time.monotonic() - t0
     assert out.returncode == 124, out.stderr[-500:]
     assert b"wrote no line that matches --ready-log" in out.stderr
-    # Due at 1 s; COMMAND stopped with SIGTERM, which Python obeys at once.
+    # Due 1 s after COMMAND started (after t0): COMMAND's SIGTERM came
+    # within a quarter of a second of that, and prebind was done soon after.
+    assert float(got.read_text()) - t0 < 1.25 * SLOWER, f"stopped {float(got.read_text()) - t0:.2f}s after start"
     assert took < 2.5 * SLOWER, f"{took:.1f}s"
 
 
