@@ -6,7 +6,6 @@
  * whose include path has no <linux/…> headers). meson.build defines
  * HAVE_<FUNCTION> for what the C library has. */
 
-#include <regex.h>
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
@@ -57,9 +56,3 @@ const char *prebind_expand_errno(const char *format, int err, char *buf, size_t 
  * single-threaded prebind never needs musl's use of it (__synccall). */
 int prebind_sigaddset(sigset_t *set, int sig);
 
-/* glibc and the BSDs: regexec() matches [rm_so, rm_eo) of the string, NUL
- * bytes included. musl has no REG_STARTEND: there a line of COMMAND's
- * output (--ready-log) is matched up to its first NUL byte. */
-#ifndef REG_STARTEND
-#define REG_STARTEND 0
-#endif

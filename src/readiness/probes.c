@@ -38,7 +38,7 @@ struct probes {
         /* --ready-log */
         bool log;
         bool log_met;
-        regex_t re;
+        struct line_regex *re;
         struct line_tail tail;
         struct line_matcher out_lines, err_lines;
         struct relay out, err;
@@ -304,15 +304,17 @@ static int setup_log(struct probes *p, const char *pattern) {
         char error[256], quoted[LOG_QUOTE_SIZE];
         int r;
 
-        r = line_regex_compile(&p->re, pattern, error, sizeof error);
+        r = line_regex_compile(pattern, &p->re, error, sizeof error);
         if (r < 0)
                 return r == -EINVAL ? (log_error("--ready-log: '%s': %s (see --help)", log_shorten(pattern, quoted),
                                                  error),
                                        -EINVAL)
                                     : log_error_errno(r, "out of memory");
         p->log = true;
-        if (line_matcher_init(&p->out_lines, &p->re, &p->tail) < 0 ||
-            line_matcher_init(&p->err_lines, &p->re, &p->tail) < 0)
+        log_debug("--ready-log: cost %llu per byte; lines matched on their first %zu bytes",
+                  line_regex_cost_of(p->re), line_regex_prefix(p->re));
+        if (line_matcher_init(&p->out_lines, p->re, &p->tail) < 0 ||
+            line_matcher_init(&p->err_lines, p->re, &p->tail) < 0)
                 return log_oom();
         r = relay_open(&p->out, STDOUT_FILENO, &p->out_lines);
         if (r >= 0)
@@ -448,10 +450,10 @@ void probes_free(struct probes *p) {
         if (p->log) {
                 relay_close(&p->out);
                 relay_close(&p->err);
-                regfree(&p->re);
         }
         line_matcher_done(&p->out_lines);
         line_matcher_done(&p->err_lines);
+        line_regex_free(p->re);
         if (p->exec) {
                 free(p->exec_command);
                 child_env_done(&p->env);

@@ -19,6 +19,8 @@
  * The default limit for anyone (fs/pipe-max-size) is 1 MiB. */
 #define RELAY_PIPE_SIZE (1024 * 1024)
 
+static void size_pipe(struct relay *r, bool small);
+
 /* Our own non-blocking way to write to target_fd (see relay.h); without
  * /proc, blocking writes, as COMMAND's own. */
 static void open_output(struct relay *r) {
@@ -50,7 +52,7 @@ int relay_open(struct relay *r, int target_fd, struct line_matcher *lines) {
         /* Only prebind's end is non-blocking: COMMAND gets an ordinary
          * blocking stdout, as it would without prebind. */
         (void) fcntl(r->in_fd, F_SETFL, O_NONBLOCK);
-        (void) fcntl(r->in_fd, F_SETPIPE_SZ, RELAY_PIPE_SIZE);
+        size_pipe(r, lines != NULL);
         open_output(r);
         return 0;
 }
@@ -113,12 +115,26 @@ static int watch(struct relay *r) {
         return k;
 }
 
-/* One read, passed on at once. Returns bytes read, 0 at EOF, -EAGAIN. */
-static ssize_t read_once(struct relay *r) {
+/* The most one wake-up reads: while lines are matched, what the matcher
+ * takes at a time (its work is bounded by that, see lines.h), so that a
+ * wake-up never keeps signals and timers waiting (issue 19). */
+static size_t read_max(const struct relay *r) {
+        size_t max = RELAY_BUFFER;
+
+        if (r->lines && r->lines_wanted && line_matcher_feed_max(r->lines) < max)
+                max = line_matcher_feed_max(r->lines);
+        return max;
+}
+
+/* One read of at most max bytes, passed on at once. Returns bytes read,
+ * 0 at EOF, -EAGAIN. */
+static ssize_t read_once(struct relay *r, size_t max) {
         ssize_t n;
 
+        if (max > read_max(r))
+                max = read_max(r);
         do
-                n = read(r->in_fd, r->buffer, RELAY_BUFFER);
+                n = read(r->in_fd, r->buffer, max);
         while (n < 0 && errno == EINTR);
         if (n < 0)
                 return errno == EAGAIN ? -EAGAIN : -errno;
@@ -206,8 +222,11 @@ static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdat
                 uint64_t before = r->relayed;
                 ssize_t k;
 
-                /* All there is, until the pipe is empty or the output full. */
-                while ((k = splice_once(r)) > 0 && r->can_splice && !r->out_gone)
+                /* All there is, until the pipe is empty or the output full,
+                 * and no more than RELAY_WAKE_MAX: a writer as fast as the
+                 * reader would keep the pipe from ever being empty. */
+                while ((k = splice_once(r)) > 0 && r->can_splice && !r->out_gone &&
+                       r->relayed - before < RELAY_WAKE_MAX)
                         ;
                 if (k == 0) {
                         loop_remove(l, r->in_fd);
@@ -228,7 +247,7 @@ static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdat
                 return 0;
         }
         if (fd == r->in_fd && !r->watching_out) {
-                ssize_t n = read_once(r);
+                ssize_t n = read_once(r, RELAY_BUFFER);
 
                 if (n == 0 || (n < 0 && n != -EAGAIN)) {
                         /* EOF (or a pipe that broke): nothing more comes. */
@@ -264,8 +283,21 @@ int relay_attach(struct relay *r, struct loop *l, void (*on_lines)(void *userdat
         return 0;
 }
 
+/* While lines are matched, the pipe holds what the matcher takes at a
+ * time (the kernel rounds it up to a power of two pages): all that
+ * relay_drain() must match when COMMAND exits is then bounded too. Once
+ * not, a big pipe for throughput. A pipe holding more than the small
+ * size keeps its size (EBUSY), and the drain then reads what it holds. */
+static void size_pipe(struct relay *r, bool small) {
+        size_t size = small && r->lines ? line_matcher_feed_max(r->lines) : RELAY_PIPE_SIZE;
+
+        (void) fcntl(r->in_fd, F_SETPIPE_SZ, (int) size);
+}
+
 void relay_want_lines(struct relay *r, bool want) {
         r->lines_wanted = want;
+        if (r->in_fd >= 0)
+                size_pipe(r, want);
 }
 
 void relay_detach(struct relay *r) {
@@ -297,12 +329,25 @@ static void flush_waiting(struct relay *r) {
 void relay_drain(struct relay *r) {
         struct loop *l = r->loop;
         bool fed = false;
+        int avail = 0;
+        size_t left;
 
         if (r->in_fd < 0)
                 return;
         relay_detach(r);
         flush_waiting(r);
-        while (!r->in_eof && read_once(r) > 0) {
+        /* All COMMAND wrote is in the pipe now, and no more than that is
+         * read here: a child it left behind may write on as fast as
+         * prebind reads ("yes &"), and this loop never ended (issue 19).
+         * What comes later the loop relays, as it did before. */
+        if (ioctl(r->in_fd, FIONREAD, &avail) < 0 || avail < 0)
+                avail = 0;
+        for (left = (size_t) avail; left > 0 && !r->in_eof;) {
+                ssize_t n = read_once(r, left);
+
+                if (n <= 0)
+                        break;
+                left -= (size_t) n < left ? (size_t) n : left;
                 fed = r->lines && r->lines_wanted;
                 flush_waiting(r);
         }

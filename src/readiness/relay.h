@@ -31,6 +31,9 @@
 #define RELAY_BUFFER (128 * 1024)
 #define RELAY_BATCH (256 * 1024)
 #define RELAY_NAP_USEC 1000
+/* One wake-up splices at most this much: the loop serves its other
+ * sources in between, whatever COMMAND writes. */
+#define RELAY_WAKE_MAX (4 * 1024 * 1024)
 
 struct relay {
         int target_fd;          /* prebind's fd: 1 or 2 */
@@ -67,11 +70,13 @@ void relay_detach(struct relay *r);
 /* Feed the lines, or not: once COMMAND is ready, no line needs matching
  * or keeping, and the relay only moves bytes. */
 void relay_want_lines(struct relay *r, bool want);
-/* COMMAND has exited: everything it wrote is in the pipe. Read until the
- * pipe is empty (or at EOF) and write it all out, waiting for the output
- * if it must: nothing COMMAND wrote is lost, unless the output does not
- * take a byte for RELAY_STALL_MS (then the rest is dropped, and counted
- * in dropped). */
+/* COMMAND has exited: everything it wrote is in the pipe. Read what the
+ * pipe holds now (not what a child left behind writes after that: the
+ * loop relays it) and write it all out, waiting for the output if it
+ * must: nothing COMMAND wrote is lost, unless the output does not take a
+ * byte for RELAY_STALL_MS (then the rest is dropped, and counted in
+ * dropped). While lines are wanted the pipe is small (lines.h's
+ * line_matcher_feed_max()), so the matching done here is bounded too. */
 #define RELAY_STALL_MS 3000
 void relay_drain(struct relay *r);
 void relay_close(struct relay *r);

@@ -6,26 +6,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lines.h"
 #include "unit.h"
 
 
-static regex_t re;
+static struct line_regex *re;
 static struct line_tail tail;
 static struct line_matcher m;
 
 static void use(const char *pattern) {
         char error[128];
 
-        ck_assert_int_eq(line_regex_compile(&re, pattern, error, sizeof error), 0);
-        ck_assert_int_eq(line_matcher_init(&m, &re, &tail), 0);
+        ck_assert_msg(line_regex_compile(pattern, &re, error, sizeof error) == 0, "'%s': %s", pattern, error);
+        ck_assert_int_eq(line_matcher_init(&m, re, &tail), 0);
         line_tail_clear(&tail);
 }
 
 static void done(void) {
         line_matcher_done(&m);
-        regfree(&re);
+        line_regex_free(re);
+        re = NULL;
 }
 
 /* Output fed in every pair of cuts, and byte by byte: the first line
@@ -161,52 +163,187 @@ START_TEST(test_reset) {
 }
 END_TEST
 
-static const char *const bad_patterns[] = { "(", "a{1", "[", "a{2,1}", "\\", "[[:nope:]]" };
+static const char *const bad_patterns[] = { "(", "a{1", "[", "a{2,1}", "\\", "[[:nope:]]", "[z-a]" };
 
 START_TEST(test_bad_pattern) {
         char error[128] = "";
-        regex_t bad;
+        struct line_regex *bad = NULL;
 
-        ck_assert_int_eq(line_regex_compile(&bad, bad_patterns[_i], error, sizeof error), -EINVAL);
+        ck_assert_int_eq(line_regex_compile(bad_patterns[_i], &bad, error, sizeof error), -EINVAL);
+        ck_assert_ptr_null(bad);
         ck_assert_msg(strlen(error) > 0, "'%s': no message", bad_patterns[_i]);
 }
 END_TEST
 
+/* The scanner (line_regex_scan()): what it refuses, with which words,
+ * before the compiler sees the pattern. NULL: accepted. */
 static const struct {
         const char *pattern;
-        bool back_reference;
-} back_references[] = {
-        { "(a)\\1", true },
-        { "\\9", true },
-        { "x(.*)y\\1$", true },
-        { "\\\\1", false },           /* an escaped backslash, then '1' */
-        { "\\\\\\1", true },
-        { "\\0", false },
-        { "a\\.b", false },
-        { "[\\1]", false },           /* a bracket: backslash and '1' */
-        { "[]\\1]", false },          /* ']' first is a member */
-        { "[^]\\1]x", false },
-        { "[]\\1]\\1", true },
-        { "[[:digit:]\\1]", false },
-        { "[[:digit:]]\\1", true },
-        { "[[.].]\\1]", false },       /* a collating element holds a ']' */
-        { "[[=a=]]\\2", true },
-        { "[a\\1", false },           /* unclosed: regcomp()'s to refuse */
-        { "ready", false },
-        { "", false },
-        { "\\", false },
+        const char *refused;    /* a part of the message */
+} dialect[] = {
+        { "(a)\\1", "back-references" },
+        { "\\9", "back-references" },
+        { "x(.*)y\\1$", "back-references" },
+        { "\\\\1", NULL },            /* an escaped backslash, then '1' */
+        { "\\\\\\1", "back-references" },
+        { "\\0", "'\\0' is not supported" },  /* TRE: a back-reference; musl: '0' */
+        { "a\\.b", NULL },
+        { "[\\1]", NULL },              /* a bracket: backslash and '1' */
+        { "[]\\1]", NULL },             /* ']' first is a member */
+        { "[^]\\1]x", NULL },
+        { "[]\\1]\\1", "back-references" },
+        { "[[:digit:]\\1]", NULL },
+        { "[[:digit:]]\\1", "back-references" },
+        { "[[.].]\\1]", "collating elements" },
+        { "[[=a=]]", "equivalence classes" },
+        { "[a\\1", "unmatched '['" },
+        { "ready", NULL },
+        { "", NULL },
+        { "\\", "ends the pattern" },
+        { "\\w+\\s\\d\\D\\S\\W\\b\\B\\<\\>\\t\\x41", NULL },
+        { "\\Qa\\E", "'\\Q' is not supported" },
+        { "\\x4", "two hexadecimal digits" },
+        { "(?i)ready", "'(?' extensions" },
+        { "a{~1}", "must start a count" },
+        { "a{,3}", "must start a count" },
+        { "a{256}", "counts go up to 255" },
+        { "a{1,32767}{1,32767}", "counts go up to 255" },
+        { "a{255}", NULL },
+        { "a{3,1}", "less than the first" },
+        { "*a", "repeats nothing" },
+        { "(+a)", "repeats nothing" },
+        { "a|{2}", "repeats nothing" },
+        { "a**", "a repeat right after" },
+        { "a+?", "a repeat right after" },
+        { "a{2}*", "right after '}'" },
+        { "a{2}?", NULL },
+        { "a{2}{3}", NULL },
+        { "a{1,255}{1,255}", "too big: 65025 parts" },
+        { "(a{1,255}){1,255}{1,4}", "too big" },
+        { "^{28}{110}{1,110}{7}", "too big" },       /* no position, but 2.4 million parts (fuzzer) */
+        { "(){255}{255}", "too big" },
+        { "(|a){255}{255}", "too big" },
+        { "(.*a){255}x", NULL },
+        { "(.*a.*a.*a.*a){100}x", "too complex" },
+        { "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((a))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))",
+          "nest deeper" },
+        { "a)", "unmatched ')'" },
+        { "\\\\)", "unmatched ')'" },     /* TRE 0.8 ran out of memory on it */
+        { "a\\)", NULL },
+        { "(\\\\)", NULL },
+        { "(a|)()", NULL },
 };
 
-START_TEST(test_back_reference) {
-        char error[128] = "";
-        regex_t refused;
+START_TEST(test_dialect) {
+        char error[256] = "";
+        struct line_regex *compiled = NULL;
+        int r = line_regex_compile(dialect[_i].pattern, &compiled, error, sizeof error);
 
-        ck_assert_msg(line_regex_has_back_reference(back_references[_i].pattern) == back_references[_i].back_reference,
-                      "'%s'", back_references[_i].pattern);
-        if (back_references[_i].back_reference) {
-                ck_assert_int_eq(line_regex_compile(&refused, back_references[_i].pattern, error, sizeof error), -EINVAL);
-                ck_assert_str_eq(error, "back-references (\\1 to \\9) are not supported");
+        if (!dialect[_i].refused) {
+                ck_assert_msg(r == 0, "'%s' refused: %s", dialect[_i].pattern, error);
+                line_regex_free(compiled);
+                return;
         }
+        ck_assert_msg(r == -EINVAL, "'%s' accepted", dialect[_i].pattern);
+        ck_assert_ptr_null(compiled);
+        ck_assert_msg(strstr(error, dialect[_i].refused), "'%s': '%s' does not say '%s'", dialect[_i].pattern, error,
+                      dialect[_i].refused);
+}
+END_TEST
+
+/* Sizes and costs, worked by hand from the automaton TRE builds. */
+static const struct {
+        const char *pattern;
+        unsigned long long size, cost;
+} costs[] = {
+        { "ready", 5, 5 + 4 + 1 },
+        { "a|b", 2, 2 + 0 + 2 },
+        { "a*", 1, 1 + 1 + 1 },
+        { "(.*a){2}", 4, 4 + (2 + 2 + 2) + 2 },  /* .*a.*a: . loops twice, .→a, a→. a→a, .→a */
+        { "a{3}", 3, 3 + 2 + 1 },
+        { "[a-z0-9_]x", 1 + 1, 2 + 3 + 3 },     /* three ranges into x, and to start */
+        { "[^a]", 1, 1 + 0 + 2 },               /* a negated set: one range more */
+        { "^$", 2, 1 },                         /* assertions: parts, but no position (cost at least 1) */
+};
+
+START_TEST(test_cost) {
+        char error[256] = "";
+        struct line_regex_cost c;
+
+        ck_assert_msg(line_regex_scan(costs[_i].pattern, &c, error, sizeof error) == 0, "%s", error);
+        ck_assert_msg(c.size == costs[_i].size, "'%s': size %llu", costs[_i].pattern, c.size);
+        ck_assert_msg(c.cost == costs[_i].cost || (costs[_i].cost == 1 && c.cost == 0), "'%s': cost %llu",
+                      costs[_i].pattern, c.cost);
+}
+END_TEST
+
+/* The slow patterns of issue 19 on long lines: linear, in milliseconds
+ * (glibc's regexec() took seconds to minutes on each), and a line that
+ * comes after them is still seen. */
+static const struct {
+        const char *pattern;
+        const char *fill;
+        const char *ready;
+} slow[] = {
+        { "([a-z]+ )+ready", "abc ", "abc ready" },
+        { "(.*a){20}x", "a", "aaaaaaaaaaaaaaaaaaaaaaaaax" },
+        { "(a|aa)*c", "a", "aac" },
+};
+
+static double seconds(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+START_TEST(test_slow_patterns_are_linear) {
+        size_t len = LINE_MATCH_MAX, fill = strlen(slow[_i].fill);
+        char *big = malloc(len + 1);
+        double start;
+
+        for (size_t k = 0; k < len; k++)
+                big[k] = slow[_i].fill[k % fill];
+        big[len] = '\n';
+        use(slow[_i].pattern);
+        start = seconds();
+        for (int k = 0; k < 10; k++)
+                ck_assert(!line_matcher_feed(&m, big, len + 1));
+        ck_assert(!line_matcher_feed(&m, slow[_i].ready, strlen(slow[_i].ready)));
+        ck_assert(line_matcher_feed(&m, "\n", 1));
+        ck_assert_str_eq(m.matched_line, slow[_i].ready);
+        /* Ten long lines: 2 to 130 ms with TRE, natively; seconds under
+         * valgrind. glibc took minutes. */
+        ck_assert_msg(seconds() - start < 30.0, "'%s': %.1fs", slow[_i].pattern, seconds() - start);
+        done();
+        free(big);
+}
+END_TEST
+
+/* A costly pattern is matched on a shorter prefix, never on less than
+ * LINE_MATCH_MIN bytes; the matcher never holds more than that. */
+START_TEST(test_prefix) {
+        size_t len = LINE_MATCH_MAX + 10;
+        char *big = malloc(len + 1);
+
+        use("ready");
+        ck_assert_uint_eq(line_regex_prefix(re), LINE_MATCH_MAX);
+        done();
+        use("(.*a){100}x");
+        ck_assert_uint_lt(line_regex_prefix(re), LINE_MATCH_MAX);
+        ck_assert_uint_ge(line_regex_prefix(re), LINE_MATCH_MIN);
+        ck_assert_uint_eq(line_regex_prefix(re), LINE_MATCH_WORK / line_regex_cost_of(re));
+        ck_assert_uint_eq(line_matcher_feed_max(&m), line_regex_prefix(re));
+        memset(big, 'a', len);
+        big[len] = '\n';
+        big[line_regex_prefix(re) + 1] = 'x';   /* beyond the prefix: not seen */
+        ck_assert(!line_matcher_feed(&m, big, len + 1));
+        big[line_regex_prefix(re) + 1] = 'a';
+        big[line_regex_prefix(re) - 1] = 'x';   /* the prefix's last byte: seen */
+        ck_assert(line_matcher_feed(&m, big, len + 1));
+        done();
+        ck_assert_uint_eq(line_regex_prefix(NULL), LINE_MATCH_MAX);
+        free(big);
 }
 END_TEST
 
@@ -285,7 +422,10 @@ static Suite *lines_suite(void) {
         tcase_add_test(tc, test_long_line);
         tcase_add_test(tc, test_reset);
         tcase_add_loop_test(tc, test_bad_pattern, 0, ARRAY_SIZE(bad_patterns));
-        tcase_add_loop_test(tc, test_back_reference, 0, ARRAY_SIZE(back_references));
+        tcase_add_loop_test(tc, test_dialect, 0, ARRAY_SIZE(dialect));
+        tcase_add_loop_test(tc, test_cost, 0, ARRAY_SIZE(costs));
+        tcase_add_loop_test(tc, test_slow_patterns_are_linear, 0, ARRAY_SIZE(slow));
+        tcase_add_test(tc, test_prefix);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("tail");
