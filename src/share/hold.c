@@ -14,6 +14,7 @@
 #include "format.h"
 #include "log.h"
 #include "macro.h"
+#include "notify.h"
 #include "publish.h"
 #include "share-internal.h"
 
@@ -91,6 +92,8 @@ static int on_message(const struct share *s, const struct share_message *m, bool
                                       publication) < 0)
                         return EXIT_PREBIND_FAILED;
                 *published = true;
+                /* As a prebind that runs the server itself tells its manager. */
+                notify_manager("READY=1");
                 return 1;
         case SHARE_REFUSED:
                 log_error("--share=%s runs another server: (%s), this call asks for (%s): refusing to attach",

@@ -218,6 +218,9 @@ static int become_supervisor(struct share *s, int lock_fd) {
             dup2(s->log_fd, STDERR_FILENO) < 0)
                 return log_error_errno(errno, "--share: cannot set up the supervisor: %m");
         close(null);
+        /* A manager of the caller's (systemd Type=notify) hears the
+         * holder, which publishes; not the supervisor, which outlives it. */
+        unsetenv("NOTIFY_SOCKET");
         if (close_inherited(s) < 0)
                 return log_error_errno(errno, "--share: cannot close the caller's fds: %m");
         s->supervisor_pid = getpid();

@@ -35,6 +35,11 @@ def runtime(tmp_path):
     directory = tempfile.mkdtemp(prefix="pbs-")
     env = dict(os.environ, XDG_RUNTIME_DIR=directory, PIDS=str(tmp_path / "pids"))
     yield env
+    # A test that failed half-way leaves no server behind.
+    for entry in leftovers(env):
+        if entry.endswith(".sock"):
+            subprocess.run([PREBIND, f"--share={entry[:-5]}", "--stop"], env=env, capture_output=True,
+                           timeout=TIMEOUT)
     shutil.rmtree(directory, ignore_errors=True)
 
 
