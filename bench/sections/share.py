@@ -1,9 +1,8 @@
 """13. --share: attaching to a shared server."""
 
 import os
-import time
 
-from harness import BenchError, spawn, reap, read_first_line, median, pct, ms, ratio, verdict, ENV
+from harness import BenchError, spawn, reap, read_first_line, first_line_rounds, median, pct, ms, ratio, verdict, ENV
 
 
 def bench(ctx, sec):
@@ -33,30 +32,19 @@ def bench(ctx, sec):
         ("prebind --share=NEW … (first caller)",
          lambda i: [pb, "--share=new%d" % i, "--share-linger=0", "--print=addr", "--", sleep, "600"], False),
     ]
-    n, warm = (3, 1) if ctx.smoke else (150, 10)
-    samples = {name: [] for name, _, _ in variants}
-    deadline = time.monotonic() + (20 if ctx.smoke else 90)
+
+    def check(attaches):
+        def check_line(line, code):
+            if line is None or not line.startswith(b"127.0.0.1:"):
+                return "no address on stdout"
+            if attaches and line != shared:
+                return "not the shared server's address %r" % shared
+            return None
+        return check_line
+
     try:
-        for i in range(warm + n):
-            if time.monotonic() > deadline:
-                sec.notes.append("time budget reached after %d rounds" % max(0, i - warm))
-                break
-            rot = variants[i % len(variants):] + variants[:i % len(variants)]
-            for name, argv, attaches in rot:
-                r, w = os.pipe()
-                t0 = time.perf_counter_ns()
-                pid = spawn(argv(i), stdout_fd=w, env=env)
-                os.close(w)
-                line = read_first_line(r, 10)
-                t1 = time.perf_counter_ns()
-                os.close(r)
-                code = reap(pid, 5, term=True)
-                if line is None or not line.startswith(b"127.0.0.1:"):
-                    raise BenchError("%s: no address on stdout (got %r, exit %s)" % (name, line, code))
-                if attaches and line != shared:
-                    raise BenchError("%s: published %r, not the shared %r" % (name, line, shared))
-                if i >= warm:
-                    samples[name].append((t1 - t0) / 1e6)
+        samples, warm = first_line_rounds(ctx, sec, [(name, argv, check(attaches))
+                                                     for name, argv, attaches in variants], env=env)
     finally:
         reap(keeper, 5, term=True)
     med = {k: median(v) for k, v in samples.items()}
