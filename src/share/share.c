@@ -204,7 +204,7 @@ static int close_inherited(const struct share *s) {
 
 /* The supervisor, in its own session, with the log as its output and
  * nothing of its caller's: no terminal, no pipe a caller waits on. */
-static int become_supervisor(struct share *s, int lock_fd) {
+static int become_supervisor(struct share *s, int *lock_fd) {
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
         close(s->conn_fd);
@@ -213,7 +213,7 @@ static int become_supervisor(struct share *s, int lock_fd) {
          * caller's fd): it still names the same file, which is removed
          * only under the lock the caller holds. */
         s->lock_fd = open(s->paths.lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-        close(lock_fd);
+        close(TAKE_FD(*lock_fd));
         if (null < 0 || s->lock_fd < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(s->log_fd, STDOUT_FILENO) < 0 ||
             dup2(s->log_fd, STDERR_FILENO) < 0)
                 return log_error_errno(errno, "--share: cannot set up the supervisor: %m");
@@ -230,7 +230,7 @@ static int become_supervisor(struct share *s, int lock_fd) {
 /* Start the supervisor: bind the name, connect to it (the connection
  * waits in the backlog), then fork twice, so that the supervisor is
  * nobody's child here and leaves no zombie to the caller. */
-static int start_supervisor(struct share *s, int lock_fd) {
+static int start_supervisor(struct share *s, int *lock_fd) {
         pid_t pid;
         int r, status;
 
@@ -267,7 +267,7 @@ static int start_supervisor(struct share *s, int lock_fd) {
 }
 
 /* Under the lock: attach to a server that runs, else start one. */
-static int claim_locked(struct share *s, int lock_fd) {
+static int claim_locked(struct share *s, int *lock_fd) {
         int r = share_connect(s->paths.sock, &s->conn_fd);
 
         if (r == 0)
@@ -303,7 +303,7 @@ int share_enter(const struct config *config, struct share **ret) {
                         return r;
                 if (r == 0)
                         continue;
-                r = claim_locked(s, lock_fd);
+                r = claim_locked(s, &lock_fd);
                 if (r < 0)
                         return r;
                 *ret = TAKE_PTR(s);
