@@ -440,6 +440,7 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                         c->share_linger_usec = UINT64_MAX;
                 else if (parse_duration(arg, &c->share_linger_usec) < 0)
                         return usage_error("--share-linger", arg, "expected a duration such as 1s, or infinity");
+                c->share_linger_set = true;
                 return 0;
         case ARG_STATUS:
                 c->share_action = SHARE_ACTION_STATUS;
@@ -491,7 +492,7 @@ static int check_conflicts(const struct config *c) {
         if (c->share && (c->exec || c->accept || c->inetd))
                 return usage_error(NULL, NULL, "--share needs one supervised COMMAND that no caller owns: it cannot "
                                    "be combined with --exec, --accept or --inetd");
-        if (c->share_linger_usec != 1 * USEC_PER_SEC && !c->share)
+        if (c->share_linger_set && !c->share)
                 return usage_error(NULL, NULL, "--share-linger needs --share=NAME");
         if (c->netns && (c->exec || c->accept))
                 return usage_error(NULL, NULL, "--netns needs one supervised COMMAND: it cannot be combined with "

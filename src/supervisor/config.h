@@ -75,6 +75,7 @@ struct config {
         bool netns;             /* COMMAND in a new network namespace; --intercept forwards into it */
         const char *share;      /* --share=NAME; NULL without */
         uint64_t share_linger_usec; /* after the last holder; UINT64_MAX: until --stop */
+        bool share_linger_set;
         enum share_action share_action;
         char **command;         /* points into argv; NULL-terminated */
 };
