@@ -12,12 +12,19 @@
 
 static int on_conn(struct loop *l, int fd, uint32_t revents, void *userdata);
 
-static size_t holders(const struct share *s) {
+static size_t count(const struct share *s, enum share_conn_kind kind) {
         size_t n = 0;
 
         for (size_t i = 0; i < s->n_conns; i++)
-                n += s->conns[i].holds;
+                n += s->conns[i].kind == kind;
         return n;
+}
+
+/* Holders, and connections that may be holders still attaching: the
+ * server stays while there is one. --status and --stop do not count,
+ * or polling --status would keep a server from ever lingering out. */
+static bool held(const struct share *s) {
+        return count(s, SHARE_CONN_HOLDER) + count(s, SHARE_CONN_NEW) > 0;
 }
 
 static struct share_conn *conn_of(struct share *s, int fd) {
@@ -29,13 +36,13 @@ static struct share_conn *conn_of(struct share *s, int fd) {
 
 static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata);
 
-/* Nobody is connected: the server stops after --share-linger, unless
+/* Nobody holds it: the server stops after --share-linger, unless
  * someone attaches in between. */
 static void arm_linger(struct share *s) {
         uint64_t linger = s->config->share_linger_usec;
         int r;
 
-        if (s->stopping || s->n_conns > 0 || linger == UINT64_MAX || s->linger_fd >= 0)
+        if (s->stopping || held(s) || linger == UINT64_MAX || s->linger_fd >= 0)
                 return;
         log_debug("--share=%s: no holder left; stopping in %.1fs", s->config->share, (double) linger / 1e6);
         /* A timerfd armed with 0 is disarmed: 1 µs is "now". */
@@ -81,10 +88,7 @@ static void add_conn(struct share *s, int fd) {
                 close(fd);
                 return;
         }
-        s->conns[s->n_conns++] = (struct share_conn) { .fd = fd };
-        /* A holder during the linger keeps the server. */
-        if (s->loop)
-                loop_timer_disarm(s->loop, &s->linger_fd);
+        s->conns[s->n_conns++] = (struct share_conn) { .fd = fd, .kind = SHARE_CONN_NEW };
 }
 
 void share_accept_pending(struct share *s) {
@@ -115,7 +119,7 @@ static void send_state(const struct share *s, int fd) {
                 .kind = SHARE_STATE,
                 .pid = (int32_t) s->supervisor_pid,
                 .child_pid = (int32_t) s->child_pid,
-                .holders = (uint32_t) holders(s),
+                .holders = (uint32_t) count(s, SHARE_CONN_HOLDER),
                 .ready = s->ready,
                 .n_sockets = s->ready ? (uint32_t) s->n_sockets : 0,
         };
@@ -144,13 +148,13 @@ static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata) {
          * server stays), or it finds the name gone and starts anew. */
         share_lock(s);
         share_accept_pending(s);
-        if (s->n_conns == 0) {
+        if (!held(s)) {
                 share_give_up_name(s);
                 log_info("--share=%s: no holder for %.1fs: stopping the server", s->config->share,
                          (double) s->config->share_linger_usec / 1e6);
         }
         share_unlock(s);
-        if (s->n_conns == 0)
+        if (!held(s))
                 begin_stop(s);
         return 0;
 }
@@ -165,15 +169,19 @@ static void on_message(struct share *s, struct share_conn *c, const struct share
                         drop_conn(s, c->fd);
                         return;
                 }
-                c->holds = true;
+                c->kind = SHARE_CONN_HOLDER;
+                /* A holder during the linger keeps the server. */
+                loop_timer_disarm(s->loop, &s->linger_fd);
                 if (s->ready && send_ready(s, c->fd) < 0)
                         drop_conn(s, c->fd);
                 return;
         case SHARE_STATUS:
+                c->kind = SHARE_CONN_QUERY;
                 send_state(s, c->fd);
                 drop_conn(s, c->fd);
                 return;
         case SHARE_STOP:
+                c->kind = SHARE_CONN_QUERY;
                 log_info("--share=%s: --stop: stopping the server", s->config->share);
                 share_lock(s);
                 share_give_up_name(s);
@@ -252,7 +260,7 @@ void share_ready(struct share *s, const struct bound_socket *sockets, size_t n, 
         for (size_t i = 0; i < s->n_conns;) {
                 int fd = s->conns[i].fd;
 
-                if (s->conns[i].holds && send_ready(s, fd) < 0) {
+                if (s->conns[i].kind == SHARE_CONN_HOLDER && send_ready(s, fd) < 0) {
                         drop_conn(s, fd);
                         continue;
                 }

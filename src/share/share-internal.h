@@ -17,10 +17,16 @@ struct share_paths {
         char *log;              /* DIR/NAME.log */
 };
 
-/* One connection to the supervisor. */
+/* One connection to the supervisor, by what it said. */
+enum share_conn_kind {
+        SHARE_CONN_NEW,         /* nothing yet: may be a holder attaching */
+        SHARE_CONN_HOLDER,      /* said SHARE_HOLD with our description */
+        SHARE_CONN_QUERY,       /* --status or --stop: keeps nothing running */
+};
+
 struct share_conn {
         int fd;
-        bool holds;             /* said SHARE_HOLD with our description */
+        enum share_conn_kind kind;
 };
 
 struct share {

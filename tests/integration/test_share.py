@@ -230,6 +230,21 @@ def test_a_holder_during_the_linger_keeps_the_server(runtime):
     gone(runtime, [*pids(runtime), supervisor], int(port), bound=2 + 1.0)
 
 
+def test_polling_status_does_not_keep_the_server(runtime):
+    # A clean-up loop that waits for the server to go must not hold it:
+    # only holders (and callers still attaching) count.
+    a = holder(["--share=web", "--print", "--", *HTTP], runtime)
+    port = first_line(a)
+    supervisor = supervisor_pid(runtime, "web")
+    a.terminate()
+    assert a.wait(timeout=TIMEOUT) == 0
+    deadline = time.monotonic() + LINGER + 1.0
+    while status(runtime, "web").returncode == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status(runtime, "web").returncode == 3
+    gone(runtime, [*pids(runtime), supervisor], int(port))
+
+
 def test_stdin_hangup_and_parent_death_end_a_holder(runtime):
     # stdin a pipe: closing it lets go.
     a = holder(["--share=web", "--print", "--", *HTTP], runtime, stdin=subprocess.PIPE)
