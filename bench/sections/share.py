@@ -63,6 +63,11 @@ def bench(ctx, sec):
     attach = med[variants[1][0]]
     sec.summary.append(["--share: attach → address", ms(attach, 3) + " ms", "alone " + ms(alone, 3) + " ms",
                         ratio(attach, alone), "≤ 5 ms", verdict(attach <= 5)])
+    if ctx.smoke:
+        # Two pytest -n 8 runs and eight PostgreSQLs: not in --smoke's budget.
+        sec.notes.append("The suite comparison (80 tests, shared PostgreSQL against one per worker) runs in "
+                         "the full run only.")
+        return
     try:
         suite_rows(ctx, sec, env)
     except Missing as e:

@@ -54,16 +54,28 @@ static int share_directory(char **ret) {
         return 0;
 }
 
+/* DIR/NAME.SUFFIX, or NULL when out of memory. */
+static char *path_in(const char *dir, const char *name, const char *suffix) {
+        char *path;
+
+        return asprintf(&path, "%s/%s.%s", dir, name, suffix) < 0 ? NULL : path;
+}
+
 int share_paths(const char *name, struct share_paths *ret) {
         struct share_paths p = {};
         int r = share_directory(&p.dir);
 
         if (r < 0)
                 return r;
-        if (asprintf(&p.sock, "%s/%s.sock", p.dir, name) < 0 || asprintf(&p.lock, "%s/%s.lock", p.dir, name) < 0 ||
-            asprintf(&p.log, "%s/%s.log", p.dir, name) < 0) {
+        p.sock = path_in(p.dir, name, "sock");
+        p.lock = path_in(p.dir, name, "lock");
+        p.log = path_in(p.dir, name, "log");
+        if (!p.sock || !p.lock || !p.log) {
                 share_paths_done(&p);
-                return log_oom();
+                /* Not "return log_oom()": the analyzer cannot see that it
+                 * is negative, and would follow NULL paths on. */
+                log_oom();
+                return -ENOMEM;
         }
         if (strlen(p.sock) >= sizeof(((struct sockaddr_un *) NULL)->sun_path)) {
                 log_error("--share: '%s' is too long for a unix socket path", p.sock);
