@@ -361,3 +361,35 @@ def start_published(ctx, options, command, timeout):
     if not line:
         raise BenchError("prebind published nothing (exit %s)" % p.poll())
     return p, line
+
+
+def first_line_rounds(ctx, sec, variants, env=None):
+    """Time from spawn to the first line on stdout, in one python timer for
+    every variant (posix_spawn, a pipe, select), rows interleaved in a
+    rotating order after warm-up rounds, within a time budget; each
+    process is stopped with SIGTERM afterwards (not timed).  variants:
+    [(name, argv(round), check(line, exit code) -> error or None)].
+    Returns ({name: [ms]}, warm-up rounds)."""
+    n, warm = (3, 1) if ctx.smoke else (150, 10)
+    samples = {name: [] for name, _, _ in variants}
+    deadline = time.monotonic() + (20 if ctx.smoke else 90)
+    for i in range(warm + n):
+        if time.monotonic() > deadline:
+            sec.notes.append("time budget reached after %d rounds" % max(0, i - warm))
+            break
+        rot = variants[i % len(variants):] + variants[:i % len(variants)]
+        for name, argv, check in rot:
+            r, w = os.pipe()
+            t0 = time.perf_counter_ns()
+            pid = spawn(argv(i), stdout_fd=w, env=env)
+            os.close(w)
+            line = read_first_line(r, 10)
+            t1 = time.perf_counter_ns()
+            os.close(r)
+            code = reap(pid, 5, term=True)
+            error = check(line, code)
+            if error:
+                raise BenchError("%s: %s (got %r, exit %s)" % (name, error, line, code))
+            if i >= warm:
+                samples[name].append((t1 - t0) / 1e6)
+    return samples, warm

@@ -8,11 +8,12 @@
 # Long options that take a value ("=" attached, or as the next word).
 _prebind_opts_with_arg=(--listen --backlog --socket-mode --port-file --port-fd --format
     --setenv --kill-after --success-status --restart --restart-delay --restart-limit
-    --max-connections --intercept --intercept-via --ready-log --ready-exec --ready-interval --ready-timeout)
+    --max-connections --intercept --intercept-via --ready-log --ready-exec --ready-interval --ready-timeout
+    --share --share-linger)
 # Long options whose value is optional and must be attached with "=".
 _prebind_opts_optional_arg=(--print --ready --ready-http)
 _prebind_opts_no_arg=(--reuseport --v6only --subst --exec --accept --inetd --group
-    --die-with-parent --subreaper --netns --quiet --verbose --help --version)
+    --die-with-parent --subreaper --netns --status --stop --quiet --verbose --help --version)
 _prebind_short_opts=(-l -E -q -v -h)
 
 # Completions for the value of option $1, given the value typed so far $2.
@@ -22,7 +23,7 @@ _prebind_values() {
         --format | --print)
             mapfile -t COMPREPLY < <(compgen -W 'port addr url json env' -- "$value")
             ;;
-        --ready | --ready-timeout)
+        --ready | --ready-timeout | --share-linger)
             mapfile -t COMPREPLY < <(compgen -W 'infinity' -- "$value")
             ;;
         --restart)
@@ -135,7 +136,7 @@ _prebind() {
             return 0
             ;;
         --listen | -l | --backlog | --socket-mode | --port-fd | --kill-after | \
-            --success-status | --restart-delay | --restart-limit | --max-connections | --intercept)
+            --success-status | --restart-delay | --restart-limit | --max-connections | --intercept | --share)
             COMPREPLY=()
             return 0
             ;;

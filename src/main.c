@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "exitcode.h"
 #include "job.h"
 #include "log.h"
+#include "macro.h"
+#include "share.h"
 
 /* A closed 0, 1 or 2 would be reused by the first socket, which COMMAND
  * would then take for stdin or stdout: fill the holes with /dev/null. */
@@ -23,6 +26,35 @@ static int ensure_std_fds(void) {
                 }
         }
         return 0;
+}
+
+/* --share=NAME: attach to the server that runs under NAME, or start it
+ * in a detached supervisor (share_enter() returns there too, to run the
+ * job as always) and attach to it. */
+static int run_shared(const struct config *config) {
+        _cleanup_(share_freep) struct share *share = NULL;
+        struct config served;
+        struct job job;
+        struct outcome outcome = { OUTCOME_EXITED, 0 };
+        int r, status;
+
+        if (config->share_action != SHARE_ACTION_HOLD)
+                return share_query(config);
+        r = share_enter(config, &share);
+        if (r < 0)
+                return EXIT_PREBIND_FAILED;
+        if (r == SHARE_ROLE_HOLDER)
+                return share_hold(share, config);
+        served = share_supervisor_config(config);
+        r = job_setup(&served, &job);
+        job.share = share;
+        if (r >= 0)
+                r = job_run(&job, &outcome);
+        status = job_exit_status(&served, r, &outcome);
+        job.share = NULL;
+        job_done(&job);
+        share_finish(share, status);
+        return status;
 }
 
 /* 1. parse the command line; 2. bind, expand, prepare (job_setup);
@@ -44,6 +76,11 @@ int main(int argc, char *argv[]) {
         r = config_parse_argv(argc, argv, &config);
         if (r <= 0)
                 return r < 0 ? EXIT_PREBIND_FAILED : 0;
+        if (config.share) {
+                status = run_shared(&config);
+                config_done(&config);
+                return status;
+        }
         r = job_setup(&config, &job);
         if (r >= 0)
                 r = job_run(&job, &outcome);

@@ -22,6 +22,7 @@ SECTIONS = [
     ("relay", "10. Output relay throughput (`--ready-log`)"),
     ("forward", "11. Forwarding into a namespace (--netns --intercept)"),
     ("static", "12. The static binary: prebind-static next to tini-static"),
+    ("share", "13. --share: attaching to a shared server"),
     ("profile", "Launch profile: where prebind's time goes"),
 ]
 # Sections that --smoke leaves out unless --only names them.

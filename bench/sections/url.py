@@ -1,9 +1,6 @@
 """1b. Start to a published URL."""
 
-import os
-import time
-
-from harness import BenchError, spawn, reap, read_first_line, need, median, pct, ms, ratio
+from harness import first_line_rounds, need, median, pct, ms, ratio
 
 
 def bench(ctx, sec):
@@ -25,29 +22,18 @@ def bench(ctx, sec):
         ("catatonit -- echo URL", [catatonit, "--", echo, url], False),
         ("echo URL (no supervisor)", [echo, url], False),
     ]
-    n, warm = (3, 1) if ctx.smoke else (150, 10)
-    samples = {name: [] for name, _, _ in variants}
-    deadline = time.monotonic() + (20 if ctx.smoke else 90)
-    for i in range(warm + n):
-        if time.monotonic() > deadline:
-            sec.notes.append("time budget reached after %d rounds" % max(0, i - warm))
-            break
-        rot = variants[i % len(variants):] + variants[:i % len(variants)]
-        for name, argv, is_prebind in rot:
-            r, w = os.pipe()
-            t0 = time.perf_counter_ns()
-            pid = spawn(argv, stdout_fd=w)
-            os.close(w)
-            line = read_first_line(r, 10)
-            t1 = time.perf_counter_ns()
-            os.close(r)
-            code = reap(pid, 5, term=True)
+
+    def check(is_prebind):
+        def check_line(line, code):
             if line is None or not line.startswith(b"http://127.0.0.1:"):
-                raise BenchError("%s: no URL on stdout (got %r, exit %s)" % (name, line, code))
+                return "no URL on stdout"
             if is_prebind and code not in (143, -15):
-                raise BenchError("%s: exit %s after SIGTERM, expected 143" % (name, code))
-            if i >= warm:
-                samples[name].append((t1 - t0) / 1e6)
+                return "expected exit 143 after SIGTERM"
+            return None
+        return check_line
+
+    samples, warm = first_line_rounds(ctx, sec, [(name, lambda i, a=argv: a, check(is_prebind))
+                                                 for name, argv, is_prebind in variants])
     med = {k: median(v) for k, v in samples.items()}
     ref = med["tini -s -- echo URL"]
     rows = [["`%s`" % name, len(samples[name]), ms(med[name], 3),

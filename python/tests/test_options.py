@@ -26,6 +26,8 @@ SAMPLES = {
     "intercept": [8080, ["web=8080"], {"web": 8080}],
     "restart": ["on-failure"],
     "group": [True],
+    "share": ["pg"],
+    "share_linger": ["500ms", "infinity"],
 }
 
 

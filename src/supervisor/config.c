@@ -10,6 +10,7 @@
 #include "env.h"
 #include "log.h"
 #include "macro.h"
+#include "share.h"
 #include "version.h"
 
 static void help(void) {
@@ -82,6 +83,14 @@ static void help(void) {
                "      --subreaper              adopt and reap orphaned descendants (as PID 1 does)\n"
                "      --success-status=CODE    report exit status CODE as 0 (repeatable; e.g. 143)\n"
                "\n"
+               "Sharing one server:\n"
+               "      --share=NAME             start COMMAND once for every caller with this NAME,\n"
+               "                               or attach to the one that runs; hold it until exit\n"
+               "      --share-linger=DURATION  stop the server this long after the last holder\n"
+               "                               is gone (default 1s; 'infinity': until --stop)\n"
+               "      --status                 with --share: say whether it runs (exit 0, or 3)\n"
+               "      --stop                   with --share: stop it\n"
+               "\n"
 
                "  -q, --quiet                  print errors only\n"
                "  -v, --verbose                print details\n"
@@ -126,6 +135,10 @@ enum {
         ARG_SUBREAPER,
         ARG_SUCCESS_STATUS,
         ARG_NETNS,
+        ARG_SHARE,
+        ARG_SHARE_LINGER,
+        ARG_STATUS,
+        ARG_STOP,
         ARG_VERSION,
 };
 
@@ -162,6 +175,10 @@ static const struct option options[] = {
         { "subreaper",   no_argument,       NULL, ARG_SUBREAPER },
         { "success-status", required_argument, NULL, ARG_SUCCESS_STATUS },
         { "netns",       no_argument,       NULL, ARG_NETNS },
+        { "share",       required_argument, NULL, ARG_SHARE },
+        { "share-linger", required_argument, NULL, ARG_SHARE_LINGER },
+        { "status",      no_argument,       NULL, ARG_STATUS },
+        { "stop",        no_argument,       NULL, ARG_STOP },
         { "quiet",       no_argument,       NULL, 'q' },
         { "verbose",     no_argument,       NULL, 'v' },
         { "help",        no_argument,       NULL, 'h' },
@@ -434,6 +451,25 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
         case ARG_NETNS:
                 c->netns = true;
                 return 0;
+        case ARG_SHARE:
+                if (!share_name_is_valid(arg))
+                        return usage_error("--share", arg, "expected a name of 1-64 letters, digits, '.', '_' or "
+                                           "'-', not starting with '.'");
+                c->share = arg;
+                return 0;
+        case ARG_SHARE_LINGER:
+                if (strcmp(arg, "infinity") == 0)
+                        c->share_linger_usec = UINT64_MAX;
+                else if (parse_duration(arg, &c->share_linger_usec) < 0)
+                        return usage_error("--share-linger", arg, "expected a duration such as 1s, or infinity");
+                c->share_linger_set = true;
+                return 0;
+        case ARG_STATUS:
+                c->share_action = SHARE_ACTION_STATUS;
+                return 0;
+        case ARG_STOP:
+                c->share_action = SHARE_ACTION_STOP;
+                return 0;
         case 'q':
                 log_set_level(LOG_LEVEL_ERROR);
                 return 0;
@@ -479,6 +515,11 @@ static int check_conflicts(const struct config *c) {
                                            "cannot be a template there (but with --intercept-via=seccomp)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
+        if (c->share && (c->exec || c->accept || c->inetd))
+                return usage_error(NULL, NULL, "--share needs one supervised COMMAND that no caller owns: it cannot "
+                                   "be combined with --exec, --accept or --inetd");
+        if (c->share_linger_set && !c->share)
+                return usage_error(NULL, NULL, "--share-linger needs --share=NAME");
         if (c->netns && (c->exec || c->accept))
                 return usage_error(NULL, NULL, "--netns needs one supervised COMMAND: it cannot be combined with "
                                    "--exec or --accept");
@@ -498,6 +539,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 .restart_burst = 5,
                 .restart_interval_usec = 10 * USEC_PER_SEC,
                 .max_connections = 64,
+                .share_linger_usec = 1 * USEC_PER_SEC,
         };
         bool print_format_set = false;
         int opt, r;
@@ -533,6 +575,15 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                         return r;
         }
 
+        if (c.share_action != SHARE_ACTION_HOLD) {
+                if (!c.share)
+                        return usage_error(NULL, NULL, "--status and --stop need --share=NAME");
+                if (optind < argc)
+                        return usage_error(NULL, NULL, "--share=NAME --status or --stop takes no COMMAND");
+                *ret = c;
+                c = (struct config) {};
+                return 1;
+        }
         if (optind >= argc)
                 return usage_error(NULL, NULL, "missing COMMAND");
         c.command = argv + optind;

@@ -24,6 +24,13 @@ enum intercept_via {
         INTERCEPT_VIA_PRELOAD,  /* the LD_PRELOAD interposer (src/intercept/) */
 };
 
+/* --share=NAME: what this call does with the shared server. */
+enum share_action {
+        SHARE_ACTION_HOLD,      /* start it or attach to it, then hold it */
+        SHARE_ACTION_STATUS,    /* --status */
+        SHARE_ACTION_STOP,      /* --stop */
+};
+
 enum restart_mode {
         RESTART_NO,
         RESTART_ON_FAILURE,
@@ -75,6 +82,10 @@ struct config {
         bool subreaper;
         bool success_status[256]; /* exit statuses reported as 0 */
         bool netns;             /* COMMAND in a new network namespace; --intercept forwards into it */
+        const char *share;      /* --share=NAME; NULL without */
+        uint64_t share_linger_usec; /* after the last holder; UINT64_MAX: until --stop */
+        bool share_linger_set;
+        enum share_action share_action;
         char **command;         /* points into argv; NULL-terminated */
 };
 

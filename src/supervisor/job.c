@@ -22,6 +22,7 @@
 #include "preload.h"
 #include "ready.h"
 #include "seccomp.h"
+#include "share.h"
 #include "signals.h"
 #include "supervise.h"
 #include "template.h"
@@ -479,6 +480,7 @@ int job_publish(struct job *job, pid_t child_pid) {
         if (r < 0)
                 return r;
         job->published = true;
+        share_ready(job->share, job->sockets, job->n_sockets, child_pid);
         tell_manager_ready(job);
         return 0;
 }

@@ -14,6 +14,7 @@
 struct readiness;
 struct netns_job;
 struct intercept_seccomp;
+struct share;
 
 /* How COMMAND (or the job) ended, as the modes saw it. main() alone turns
  * it into prebind's exit status (job_exit_status()). */
@@ -47,6 +48,7 @@ struct job {
         struct publication publication;
         bool published;
         int signal_fd;          /* the supervised modes' signalfd; -1 */
+        struct share *share;    /* --share: in the shared supervisor, its holders; NULL otherwise */
 };
 
 /* From a parsed config to a job ready to run: the parent-death signal,

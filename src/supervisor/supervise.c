@@ -19,6 +19,7 @@
 #include "parse.h"
 #include "process.h"
 #include "ready.h"
+#include "share.h"
 #include "signals.h"
 #include "supervise.h"
 
@@ -391,7 +392,18 @@ static void on_ports_ready(void *userdata) {
         readiness_condition_met(s->job->readiness, READY_PORTS);
 }
 
+/* --share: no holder is left (after --share-linger), or --stop: as a
+ * SIGTERM to prebind, which is forwarded (LC_SHUTDOWN sends none). */
+static void on_share_stop(void *userdata) {
+        struct supervisor *s = userdata;
+
+        if (s->child > 0)
+                signal_command(s, SIGTERM);
+        on_event(s, LC_SHUTDOWN);
+}
+
 static void supervisor_done(struct supervisor *s) {
+        share_serve_end(s->job->share);
         readiness_detach(s->job->readiness);
         netns_job_detach(s->job->netns);
         disarm_timer(s, &s->kill_timer_fd);
@@ -423,6 +435,8 @@ int supervise(struct job *job, struct outcome *ret) {
             (r = readiness_attach(job->readiness, s.loop, on_readiness, &s)) < 0)
                 return log_error_errno(r, "cannot watch the event sources: %m");
         if (job->netns && (r = netns_job_attach(job->netns, s.loop, on_ports_ready, &s)) < 0)
+                return r;
+        if (job->share && (r = share_serve(job->share, s.loop, on_share_stop, &s)) < 0)
                 return r;
 
         s.state = lifecycle_started(&facts);

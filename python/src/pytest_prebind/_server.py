@@ -296,6 +296,8 @@ OPTIONS: Tuple[Option, ...] = (
     Option("--intercept", "intercept", _repeated(int, str)),
     Option("--restart", "restart", _value),
     GROUP,
+    Option("--share", "share", _value),
+    Option("--share-linger", "share_linger", _duration_value),
 )
 
 # Options the plugin sets itself: a second --format or --port-fd in
@@ -373,6 +375,12 @@ class Server:
       socket (``--intercept``);
     - ``restart``: ``"on-failure"`` or ``"always"`` (``--restart``);
     - ``group``: signal COMMAND's whole process group (``--group``);
+    - ``share``: a name (``"pg"``): every Server with the same name and the
+      same command and options, in any process of this user (every
+      pytest-xdist worker), uses one server, started by the first and
+      stopped ``share_linger`` (default 1 s, ``"infinity"``) after the last
+      has stopped (``--share``, ``--share-linger``). :meth:`stop` then lets
+      go of the shared server; it stops only once nobody holds it;
     - ``options``: any other prebind options, passed as they are, before
       ``--`` (``["--intercept=8080", "--ready-http=/health"]``).
 
@@ -409,6 +417,8 @@ class Server:
         intercept: Optional[InterceptSpec] = None,
         restart: Optional[str] = None,
         group: bool = False,
+        share: Optional[str] = None,
+        share_linger: Optional[Duration] = None,
         options: Sequence[str] = (),
         binary: Optional[str] = None,
         timeout: Union[float, None, _Default] = _DEFAULT,
@@ -444,6 +454,9 @@ class Server:
         # refuses them with --exec.
         self._die_with_parent = die_with_parent and not self._exec_mode
         self._group = group or GROUP.flag in self.options
+        # A shared server is the supervisor's to stop, never this Server's:
+        # stopping this prebind only lets go of it.
+        self._shared = share is not None
         self._cwd = cwd
         self._env = dict(env) if env is not None else None
 
@@ -525,7 +538,7 @@ class Server:
         self.published = published
         child = published.get("child_pid")
         self.pid = int(child) if child else None
-        if self.pid is not None:
+        if self.pid is not None and not self._shared:
             # A handle on exactly this process: it stays valid even if
             # prebind dies and the pid is reused, for the last-resort kill.
             try:
@@ -702,7 +715,7 @@ class Server:
         # The group first, while prebind (alive, or a zombie not yet
         # waited for) keeps the leader's pid from being reused. Once
         # prebind has exited normally it has stopped the group itself.
-        if self._group and self.pid:
+        if self._group and self.pid and not self._shared:
             try:
                 os.killpg(self.pid, signal.SIGKILL)
             except OSError:

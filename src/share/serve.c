@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+#include "share-internal.h"
+
+static int on_conn(struct loop *l, int fd, uint32_t revents, void *userdata);
+
+static size_t count(const struct share *s, enum share_conn_kind kind) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < s->n_conns; i++)
+                n += s->conns[i].kind == kind;
+        return n;
+}
+
+/* Holders, and connections that may be holders still attaching: the
+ * server stays while there is one. --status and --stop do not count,
+ * or polling --status would keep a server from ever lingering out. */
+static bool held(const struct share *s) {
+        return count(s, SHARE_CONN_HOLDER) + count(s, SHARE_CONN_NEW) > 0;
+}
+
+static struct share_conn *conn_of(struct share *s, int fd) {
+        for (size_t i = 0; i < s->n_conns; i++)
+                if (s->conns[i].fd == fd)
+                        return &s->conns[i];
+        return NULL;
+}
+
+static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata);
+
+/* Nobody holds it: the server stops after --share-linger, unless
+ * someone attaches in between. */
+static void arm_linger(struct share *s) {
+        uint64_t linger = s->config->share_linger_usec;
+        int r;
+
+        if (s->stopping || held(s) || linger == UINT64_MAX || s->linger_fd >= 0)
+                return;
+        log_debug("--share=%s: no holder left; stopping in %.1fs", s->config->share, (double) linger / 1e6);
+        /* A timerfd armed with 0 is disarmed: 1 µs is "now". */
+        r = loop_timer_arm(s->loop, &s->linger_fd, linger ?: 1, on_linger, s);
+        if (r < 0) {
+                log_error_errno(r, "--share: cannot arm the linger timer: %m");
+                s->stopping = true;
+                s->stop(s->userdata);
+        }
+}
+
+static void drop_conn(struct share *s, int fd) {
+        struct share_conn *c = conn_of(s, fd);
+
+        if (!c)
+                return;
+        if (s->loop)
+                loop_remove(s->loop, fd);
+        close(fd);
+        *c = s->conns[--s->n_conns];
+        if (s->loop)
+                arm_linger(s);
+}
+
+static void add_conn(struct share *s, int fd) {
+        struct share_conn *grown;
+
+        if (share_check_peer(fd) < 0) {
+                /* The directory is 0700: only root gets here. */
+                log_error("--share: refusing a connection from another user");
+                close(fd);
+                return;
+        }
+        grown = realloc(s->conns, (s->n_conns + 1) * sizeof *grown);
+        if (!grown) {
+                log_oom();
+                close(fd);
+                return;
+        }
+        s->conns = grown;
+        if (s->loop && loop_add(s->loop, fd, EPOLLIN, on_conn, s) < 0) {
+                log_error_errno(errno, "--share: cannot watch a connection: %m");
+                close(fd);
+                return;
+        }
+        s->conns[s->n_conns++] = (struct share_conn) { .fd = fd, .kind = SHARE_CONN_NEW };
+}
+
+void share_accept_pending(struct share *s) {
+        int fd;
+
+        while (s->listen_fd >= 0 && (fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
+                add_conn(s, fd);
+}
+
+static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        share_accept_pending(userdata);
+        return 0;
+}
+
+static int send_ready(const struct share *s, int fd) {
+        struct share_wire ready = {
+                .kind = SHARE_READY,
+                .pid = (int32_t) s->supervisor_pid,
+                .child_pid = (int32_t) s->child_pid,
+                .n_sockets = (uint32_t) s->n_sockets,
+        };
+
+        return share_send(fd, &ready, s->sockets, NULL);
+}
+
+static void send_state(const struct share *s, int fd) {
+        struct share_wire state = {
+                .kind = SHARE_STATE,
+                .pid = (int32_t) s->supervisor_pid,
+                .child_pid = (int32_t) s->child_pid,
+                .holders = (uint32_t) count(s, SHARE_CONN_HOLDER),
+                .ready = s->ready,
+                .n_sockets = s->ready ? (uint32_t) s->n_sockets : 0,
+        };
+
+        (void) share_send(fd, &state, s->sockets, s->description);
+}
+
+/* Under the lock: nobody may attach any more; the next caller starts a
+ * new server. Then stop COMMAND (once). */
+static void begin_stop(struct share *s) {
+        if (s->stopping)
+                return;
+        s->stopping = true;
+        loop_timer_disarm(s->loop, &s->linger_fd);
+        s->stop(s->userdata);
+}
+
+static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct share *s = userdata;
+
+        if (!timer_expired(fd))
+                return 0;
+        loop_timer_disarm(l, &s->linger_fd);
+        /* A caller connects under the lock: either it did before we took
+         * it (and its connection is in the backlog: accepted here, so the
+         * server stays), or it finds the name gone and starts anew. */
+        share_lock(s);
+        share_accept_pending(s);
+        if (!held(s)) {
+                share_give_up_name(s);
+                log_info("--share=%s: no holder for %.1fs: stopping the server", s->config->share,
+                         (double) s->config->share_linger_usec / 1e6);
+        }
+        share_unlock(s);
+        if (!held(s))
+                begin_stop(s);
+        return 0;
+}
+
+static void on_message(struct share *s, struct share_conn *c, const struct share_message *m) {
+        struct share_wire refused = { .kind = SHARE_REFUSED, .pid = (int32_t) s->supervisor_pid };
+
+        switch (m->head.kind) {
+        case SHARE_HOLD:
+                if (strcmp(m->text, s->description) != 0) {
+                        (void) share_send(c->fd, &refused, NULL, s->description);
+                        drop_conn(s, c->fd);
+                        return;
+                }
+                c->kind = SHARE_CONN_HOLDER;
+                /* A holder during the linger keeps the server. */
+                loop_timer_disarm(s->loop, &s->linger_fd);
+                if (s->ready && send_ready(s, c->fd) < 0)
+                        drop_conn(s, c->fd);
+                return;
+        case SHARE_STATUS:
+                c->kind = SHARE_CONN_QUERY;
+                send_state(s, c->fd);
+                drop_conn(s, c->fd);
+                return;
+        case SHARE_STOP:
+                c->kind = SHARE_CONN_QUERY;
+                log_info("--share=%s: --stop: stopping the server", s->config->share);
+                share_lock(s);
+                share_give_up_name(s);
+                share_unlock(s);
+                /* The connection stays: --stop waits for the end. */
+                begin_stop(s);
+                return;
+        default:
+                drop_conn(s, c->fd);
+        }
+}
+
+static int on_conn(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct share *s = userdata;
+        struct share_conn *c = conn_of(s, fd);
+        struct share_message m;
+        int r;
+
+        if (!c)
+                return 0;
+        r = share_receive(fd, MSG_DONTWAIT, &m);
+        if (r == -EAGAIN)
+                return 0;
+        if (r <= 0) {
+                /* Gone (exit, kill -9: the kernel closes it), or garbage. */
+                drop_conn(s, fd);
+                return 0;
+        }
+        on_message(s, c, &m);
+        share_message_done(&m);
+        return 0;
+}
+
+int share_serve(struct share *s, struct loop *loop, share_stop_fn stop, void *userdata) {
+        int r;
+
+        s->loop = loop;
+        s->stop = stop;
+        s->userdata = userdata;
+        if (s->listen_fd >= 0 && (r = loop_add(loop, s->listen_fd, EPOLLIN, on_listen, s)) < 0)
+                return log_error_errno(r, "--share: cannot watch '%s': %m", s->paths.sock);
+        for (size_t i = 0; i < s->n_conns; i++)
+                if ((r = loop_add(loop, s->conns[i].fd, EPOLLIN, on_conn, s)) < 0)
+                        return log_error_errno(r, "--share: cannot watch a connection: %m");
+        /* The first caller's connection waits in the backlog. */
+        share_accept_pending(s);
+        arm_linger(s);
+        return 0;
+}
+
+void share_serve_end(struct share *s) {
+        if (!s || !s->loop)
+                return;
+        loop_timer_disarm(s->loop, &s->linger_fd);
+        if (s->listen_fd >= 0)
+                loop_remove(s->loop, s->listen_fd);
+        for (size_t i = 0; i < s->n_conns; i++)
+                loop_remove(s->loop, s->conns[i].fd);
+        s->loop = NULL;
+}
+
+void share_ready(struct share *s, const struct bound_socket *sockets, size_t n, pid_t child_pid) {
+        if (!s || s->ready)
+                return;
+        if (n > SHARE_SOCKETS_MAX)
+                n = SHARE_SOCKETS_MAX;
+        s->sockets = calloc(n + 1, sizeof *s->sockets);
+        if (!s->sockets) {
+                log_oom();
+                return;
+        }
+        share_wire_from_sockets(sockets, n, s->sockets);
+        s->n_sockets = n;
+        s->child_pid = child_pid;
+        s->ready = true;
+        for (size_t i = 0; i < s->n_conns;) {
+                int fd = s->conns[i].fd;
+
+                if (s->conns[i].kind == SHARE_CONN_HOLDER && send_ready(s, fd) < 0) {
+                        drop_conn(s, fd);
+                        continue;
+                }
+                i++;
+        }
+}

@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd.h"
+#include "log.h"
+#include "macro.h"
+#include "share-internal.h"
+#include "wire.h"
+
+/* How many times a caller starts over when the files it locked were
+ * removed under it (a supervisor that was just ending). */
+#define CLAIM_ATTEMPTS 50
+/* The last lines of output a holder is shown when the server ends. */
+#define TAIL_LINES 20
+#define TAIL_BYTES 4096
+
+/* The directory: $XDG_RUNTIME_DIR/prebind when XDG_RUNTIME_DIR is the
+ * caller's own (pam_systemd makes it 0700), else /tmp/prebind-UID. It
+ * must be a real directory (lstat: no symlink followed) of the caller's
+ * with no access for anyone else, or nobody else could be kept from
+ * squatting the name or connecting to it. */
+static int share_directory(char **ret) {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        _cleanup_free_ char *dir = NULL;
+        struct stat st;
+        uid_t uid = geteuid();
+
+        if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid) {
+                if (asprintf(&dir, "%s/prebind", xdg) < 0)
+                        return log_oom();
+        } else if (asprintf(&dir, "/tmp/prebind-%u", (unsigned) uid) < 0)
+                return log_oom();
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "--share: cannot create '%s': %m", dir);
+        if (lstat(dir, &st) < 0)
+                return log_error_errno(errno, "--share: cannot read '%s': %m", dir);
+        if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077) != 0) {
+                log_error("--share: '%s' is not a directory of uid %u with mode 0700 (another user's, or a "
+                          "symlink): refusing to share through it", dir, (unsigned) uid);
+                return -EPERM;
+        }
+        *ret = TAKE_PTR(dir);
+        return 0;
+}
+
+/* DIR/NAME.SUFFIX, or NULL when out of memory. */
+static char *path_in(const char *dir, const char *name, const char *suffix) {
+        char *path;
+
+        return asprintf(&path, "%s/%s.%s", dir, name, suffix) < 0 ? NULL : path;
+}
+
+int share_paths(const char *name, struct share_paths *ret) {
+        struct share_paths p = {};
+        int r = share_directory(&p.dir);
+
+        if (r < 0)
+                return r;
+        p.sock = path_in(p.dir, name, "sock");
+        p.lock = path_in(p.dir, name, "lock");
+        p.log = path_in(p.dir, name, "log");
+        if (!p.sock || !p.lock || !p.log) {
+                share_paths_done(&p);
+                /* Not "return log_oom()": the analyzer cannot see that it
+                 * is negative, and would follow NULL paths on. */
+                log_oom();
+                return -ENOMEM;
+        }
+        if (strlen(p.sock) >= sizeof(((struct sockaddr_un *) NULL)->sun_path)) {
+                log_error("--share: '%s' is too long for a unix socket path", p.sock);
+                share_paths_done(&p);
+                return -ENAMETOOLONG;
+        }
+        *ret = p;
+        return 0;
+}
+
+void share_paths_done(struct share_paths *p) {
+        free(p->dir);
+        free(p->sock);
+        free(p->lock);
+        free(p->log);
+        *p = (struct share_paths) {};
+}
+
+static socklen_t unix_address(const char *path, struct sockaddr_un *ret) {
+        *ret = (struct sockaddr_un) { .sun_family = AF_UNIX };
+        memcpy(ret->sun_path, path, strlen(path));
+        return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
+}
+
+/* The peer must be this user: the directory keeps others out, and this
+ * says so again for every connection (issue 23: no other user attaches). */
+int share_check_peer(int fd) {
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno;
+        return cred.uid == geteuid() ? 0 : -EPERM;
+}
+
+int share_connect(const char *path, int *ret) {
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa;
+        socklen_t len = unix_address(path, &sa);
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *) &sa, len) < 0)
+                return -errno;
+        if ((r = share_check_peer(fd)) < 0)
+                return r;
+        *ret = TAKE_FD(fd);
+        return 0;
+}
+
+/* flock(2) NAME.lock: the one claim, so that callers that arrive together
+ * decide one after the other whether a server runs. The file may have
+ * been removed by an ending supervisor while we waited (it removes it
+ * under the lock): then the lock is on a file nobody else will see, so
+ * start over. Returns 1 with the locked fd, 0 to start over, or -errno. */
+static int lock_name(const struct share_paths *p, int *ret) {
+        _cleanup_close_ int fd = open(p->lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        struct stat held, named;
+
+        if (fd < 0)
+                return errno == ENOENT ? 0 : log_error_errno(errno, "--share: cannot open '%s': %m", p->lock);
+        while (flock(fd, LOCK_EX) < 0)
+                if (errno != EINTR)
+                        return log_error_errno(errno, "--share: cannot lock '%s': %m", p->lock);
+        if (fstat(fd, &held) < 0)
+                return log_error_errno(errno, "--share: cannot read '%s': %m", p->lock);
+        if (lstat(p->lock, &named) < 0 || held.st_dev != named.st_dev || held.st_ino != named.st_ino)
+                return 0;
+        *ret = TAKE_FD(fd);
+        return 1;
+}
+
+/* NAME.sock, bound while we hold the lock: anything left there is a
+ * supervisor's that is gone (nobody accepts). */
+static int bind_name(struct share *s) {
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct sockaddr_un sa;
+        socklen_t len = unix_address(s->paths.sock, &sa);
+        struct stat st;
+
+        if (fd < 0)
+                return log_error_errno(errno, "--share: cannot create a socket: %m");
+        if (lstat(s->paths.sock, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode)) {
+                        log_error("--share: '%s' exists and is not a socket (left alone)", s->paths.sock);
+                        return -EEXIST;
+                }
+                if (unlink(s->paths.sock) < 0)
+                        return log_error_errno(errno, "--share: cannot remove the stale '%s': %m", s->paths.sock);
+        }
+        if (bind(fd, (struct sockaddr *) &sa, len) < 0 || listen(fd, SOMAXCONN) < 0 || lstat(s->paths.sock, &st) < 0)
+                return log_error_errno(errno, "--share: cannot listen on '%s': %m", s->paths.sock);
+        s->sock_dev = st.st_dev;
+        s->sock_ino = st.st_ino;
+        s->listen_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* NAME.log, new for each server: the supervisor's stdout and stderr. */
+static int open_log(struct share *s) {
+        struct stat st;
+
+        if (unlink(s->paths.log) < 0 && errno != ENOENT)
+                return log_error_errno(errno, "--share: cannot remove '%s': %m", s->paths.log);
+        s->log_fd = open(s->paths.log, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (s->log_fd < 0 || fstat(s->log_fd, &st) < 0)
+                return log_error_errno(errno, "--share: cannot create '%s': %m", s->paths.log);
+        s->log_dev = st.st_dev;
+        s->log_ino = st.st_ino;
+        return 0;
+}
+
+/* Close every fd but ours: the caller's pipes (its --port-fd, a test
+ * runner's) must not be held open by a supervisor that outlives it. */
+static int close_inherited(const struct share *s) {
+        int keep[] = { s->lock_fd, s->log_fd, s->listen_fd };
+        unsigned next = 3;
+        int r;
+
+        /* In order, then close the gaps. */
+        for (size_t i = 0; i < ELEMENTSOF(keep); i++)
+                for (size_t j = i + 1; j < ELEMENTSOF(keep); j++)
+                        if (keep[j] < keep[i]) {
+                                int t = keep[i];
+                                keep[i] = keep[j];
+                                keep[j] = t;
+                        }
+        for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
+                if (keep[i] < (int) next)
+                        continue;
+                if (keep[i] > (int) next && (r = fd_range(next, (unsigned) keep[i] - 1, FD_CLOSE)) < 0)
+                        return r;
+                next = (unsigned) keep[i] + 1;
+        }
+        return fd_range(next, ~0U, FD_CLOSE);
+}
+
+/* The supervisor, in its own session, with the log as its output and
+ * nothing of its caller's: no terminal, no pipe a caller waits on. */
+static int become_supervisor(struct share *s, int *lock_fd) {
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+        close(s->conn_fd);
+        s->conn_fd = -1;
+        /* Our own open of the lock file (the caller's lock goes with the
+         * caller's fd): it still names the same file, which is removed
+         * only under the lock the caller holds. */
+        s->lock_fd = open(s->paths.lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        close(TAKE_FD(*lock_fd));
+        if (null < 0 || s->lock_fd < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(s->log_fd, STDOUT_FILENO) < 0 ||
+            dup2(s->log_fd, STDERR_FILENO) < 0)
+                return log_error_errno(errno, "--share: cannot set up the supervisor: %m");
+        close(null);
+        /* A manager of the caller's (systemd Type=notify) hears the
+         * holder, which publishes; not the supervisor, which outlives it. */
+        unsetenv("NOTIFY_SOCKET");
+        if (close_inherited(s) < 0)
+                return log_error_errno(errno, "--share: cannot close the caller's fds: %m");
+        s->supervisor_pid = getpid();
+        return SHARE_ROLE_SUPERVISOR;
+}
+
+/* Start the supervisor: bind the name, connect to it (the connection
+ * waits in the backlog), then fork twice, so that the supervisor is
+ * nobody's child here and leaves no zombie to the caller. */
+static int start_supervisor(struct share *s, int *lock_fd) {
+        pid_t pid;
+        int r, status;
+
+        if ((r = bind_name(s)) < 0 || (r = open_log(s)) < 0)
+                return r;
+        r = share_connect(s->paths.sock, &s->conn_fd);
+        if (r < 0)
+                return log_error_errno(r, "--share: cannot connect to '%s': %m", s->paths.sock);
+        pid = fork();
+        if (pid < 0)
+                return log_error_errno(errno, "--share: cannot fork the supervisor: %m");
+        if (pid == 0) {
+                pid_t grandchild;
+
+                if (setsid() < 0)
+                        _exit(1);
+                grandchild = fork();
+                if (grandchild != 0)
+                        _exit(grandchild < 0);
+                return become_supervisor(s, lock_fd);
+        }
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return log_error_errno(errno, "--share: cannot wait for the supervisor's start: %m");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                log_error("--share: cannot start the supervisor");
+                return -ECHILD;
+        }
+        close(s->listen_fd);
+        s->listen_fd = -1;
+        close(s->log_fd);
+        s->log_fd = -1;
+        return SHARE_ROLE_HOLDER;
+}
+
+/* Under the lock: attach to a server that runs, else start one. */
+static int claim_locked(struct share *s, int *lock_fd) {
+        int r = share_connect(s->paths.sock, &s->conn_fd);
+
+        if (r == 0)
+                return SHARE_ROLE_HOLDER;
+        if (r == -EPERM) {
+                log_error("--share: '%s' is served by another user: refusing it", s->paths.sock);
+                return r;
+        }
+        if (r != -ENOENT && r != -ECONNREFUSED)
+                return log_error_errno(r, "--share: cannot connect to '%s': %m", s->paths.sock);
+        return start_supervisor(s, lock_fd);
+}
+
+int share_enter(const struct config *config, struct share **ret) {
+        _cleanup_(share_freep) struct share *s = calloc(1, sizeof *s);
+        int r;
+
+        if (!s)
+                return log_oom();
+        *s = (struct share) {
+                .config = config, .lock_fd = -1, .listen_fd = -1, .conn_fd = -1, .log_fd = -1, .linger_fd = -1,
+        };
+        if (share_describe(config, &s->description) < 0)
+                return log_oom();
+        for (int attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+                _cleanup_close_ int lock_fd = -EBADF;
+
+                share_paths_done(&s->paths);
+                if ((r = share_paths(config->share, &s->paths)) < 0)
+                        return r;
+                r = lock_name(&s->paths, &lock_fd);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                r = claim_locked(s, &lock_fd);
+                if (r < 0)
+                        return r;
+                *ret = TAKE_PTR(s);
+                return r;
+        }
+        log_error("--share=%s: the name was taken and given up %d times in a row", config->share, CLAIM_ATTEMPTS);
+        return -EAGAIN;
+}
+
+struct config share_supervisor_config(const struct config *config) {
+        struct config c = *config;
+
+        /* The holders publish, each in its own way; the supervisor is
+         * nobody's child. */
+        c.print = false;
+        c.port_file = NULL;
+        c.port_fd = -1;
+        c.die_with_parent = false;
+        return c;
+}
+
+/* The last lines of the log, for the holders: what COMMAND said before
+ * it ended, and prebind's own message if it failed. */
+static char *log_tail(const struct share *s) {
+        char *buf = calloc(1, TAIL_BYTES + 1);
+        off_t size = lseek(s->log_fd, 0, SEEK_END);
+        off_t from = size > TAIL_BYTES ? size - TAIL_BYTES : 0;
+        ssize_t k;
+        char *start;
+        int lines = 0;
+
+        if (!buf || size < 0 || (k = pread(s->log_fd, buf, (size_t) (size - from), from)) < 0)
+                return buf;
+        buf[k] = '\0';
+        start = buf + k;
+        /* Back from the end to the start of the TAIL_LINES-th line. */
+        if (start > buf && start[-1] == '\n')
+                start--;
+        while (start > buf && lines < TAIL_LINES)
+                if (*--start == '\n')
+                        lines++;
+        if (*start == '\n')
+                start++;
+        memmove(buf, start, strlen(start) + 1);
+        return buf;
+}
+
+void share_free(struct share *s) {
+        if (!s)
+                return;
+        share_serve_end(s);
+        for (size_t i = 0; i < s->n_conns; i++)
+                close(s->conns[i].fd);
+        free(s->conns);
+        closep(&s->lock_fd);
+        closep(&s->listen_fd);
+        closep(&s->conn_fd);
+        closep(&s->log_fd);
+        free(s->sockets);
+        free(s->description);
+        share_paths_done(&s->paths);
+        free(s);
+}
+
+void share_freep(struct share **s) {
+        share_free(*s);
+}
+
+/* Under the lock: NAME.sock no longer leads here, so the next caller
+ * starts a new server. Only our own file is removed (a new supervisor's
+ * may be there already). */
+void share_give_up_name(struct share *s) {
+        struct stat st;
+
+        if (s->listen_fd < 0)
+                return;
+        if (s->loop)
+                loop_remove(s->loop, s->listen_fd);
+        if (lstat(s->paths.sock, &st) == 0 && st.st_dev == s->sock_dev && st.st_ino == s->sock_ino)
+                unlink(s->paths.sock);
+        close(s->listen_fd);
+        s->listen_fd = -1;
+}
+
+void share_lock(const struct share *s) {
+        while (flock(s->lock_fd, LOCK_EX) < 0 && errno == EINTR)
+                ;
+}
+
+void share_unlock(const struct share *s) {
+        (void) flock(s->lock_fd, LOCK_UN);
+}
+
+/* Read what a holder sent and we never read (its SHARE_HOLD, when it
+ * connected as the job ended): a unix socket closed with unread data
+ * resets its peer, which would then lose our SHARE_ENDED. */
+static void drain(int fd) {
+        char buf[512];
+
+        while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+                ;
+}
+
+void share_finish(struct share *s, int status) {
+        struct share_wire ended = { .kind = SHARE_ENDED, .status = status, .pid = (int32_t) getpid() };
+        _cleanup_free_ char *tail = log_tail(s);
+        struct stat st;
+
+        share_lock(s);
+        /* Whoever connected before we took the lock is told too. */
+        share_accept_pending(s);
+        share_give_up_name(s);
+        for (size_t i = 0; i < s->n_conns; i++) {
+                drain(s->conns[i].fd);
+                (void) share_send(s->conns[i].fd, &ended, NULL, tail);
+        }
+        if (lstat(s->paths.log, &st) == 0 && st.st_dev == s->log_dev && st.st_ino == s->log_ino)
+                unlink(s->paths.log);
+        /* The lock file goes only with no server under the name: a new
+         * supervisor's claim must stay the one every caller locks. */
+        if (lstat(s->paths.sock, &st) < 0 && errno == ENOENT) {
+                unlink(s->paths.lock);
+                (void) rmdir(s->paths.dir);
+        }
+        share_unlock(s);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "loop.h"
+#include "socket.h"
+
+/* --share=NAME: one server for every caller with the same NAME (issue 23).
+ *
+ * The name is a SOCK_SEQPACKET unix socket NAME.sock in a directory only
+ * its user can enter ($XDG_RUNTIME_DIR/prebind, else /tmp/prebind-UID,
+ * 0700), beside NAME.lock (the claim: flock(2), so callers that arrive
+ * together start one server) and NAME.log (the server's output). The
+ * first caller forks a detached supervisor (its own session, stdio on
+ * NAME.log) that runs the job as prebind always does and serves the
+ * socket; every caller, the first too, is then a holder: one connection
+ * to that supervisor, held until the holder's lifetime ends. The last
+ * connection gone, the supervisor waits --share-linger, stops COMMAND and
+ * removes the three files; a COMMAND that ends is reported to every
+ * holder, which exits with its status. */
+struct share;
+
+/* 1-64 letters, digits, '.', '_', '-', not starting with '.'. */
+bool share_name_is_valid(const char *name);
+
+/* What must be the same for two callers to share a server, as a command
+ * line with one spelling per option ("-l 127.0.0.1:0 --ready-log='x' --
+ * redis-server --port 0"): the sockets, COMMAND, its environment
+ * options, readiness, restarts, supervision. Output options (--print,
+ * --port-file, --port-fd, --format, -q, -v) and --share-linger are each
+ * caller's own. Returns 0 or -ENOMEM. */
+int share_describe(const struct config *config, char **ret);
+
+enum share_role {
+        SHARE_ROLE_HOLDER,      /* this process holds the share: share_hold() */
+        SHARE_ROLE_SUPERVISOR,  /* this process is the new detached supervisor: run the job */
+};
+
+/* Claim NAME or attach to the server that holds it. The first caller
+ * forks the supervisor: share_enter() returns in both, with the role of
+ * each. Logs its errors; returns the role or -errno. */
+int share_enter(const struct config *config, struct share **ret);
+
+/* The holder: publish the server's addresses in this caller's output
+ * options once it is ready, then hold it until the caller's parent dies,
+ * stdin (a pipe or socket) hangs up, or SIGTERM/SIGINT/SIGHUP: then 0.
+ * A server that ends first is this call's end too: its exit status.
+ * Returns prebind's exit status. */
+int share_hold(struct share *share, const struct config *config);
+
+/* --share=NAME --status and --stop. Returns prebind's exit status. */
+int share_query(const struct config *config);
+
+/* In the supervisor: the config the job runs with (the holders publish,
+ * and the supervisor outlives its first caller). */
+struct config share_supervisor_config(const struct config *config);
+
+/* The supervisor's side, for the supervisor: serve the socket on the
+ * loop; stop() is called once no holder is left after --share-linger, or
+ * on --stop. */
+typedef void (*share_stop_fn)(void *userdata);
+int share_serve(struct share *share, struct loop *loop, share_stop_fn stop, void *userdata);
+void share_serve_end(struct share *share);
+/* The addresses are published: tell every holder, now and later. */
+void share_ready(struct share *share, const struct bound_socket *sockets, size_t n, pid_t child_pid);
+/* The job ended with prebind's exit status: tell every holder (with the
+ * last lines of output), give up the name, remove the files. */
+void share_finish(struct share *share, int status);
+void share_free(struct share *share);
+void share_freep(struct share **share);

@@ -1,0 +1,450 @@
+"""--share=NAME (issue 23): one server for every caller with the same name,
+started once, gone after the last holder however it went. Real servers
+(redis-server, the stdlib HTTP server), real parallel runs (pytest -n 8).
+
+Each test gets its own XDG_RUNTIME_DIR, a short 0700 directory, so the
+names live in XDG_RUNTIME_DIR/prebind and "nothing is left" is checked
+there."""
+
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, public_prebind, server, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLUGIN_SRC = os.path.join(HERE, "..", "..", "python", "src")
+NOBODY = 65534
+# The default --share-linger.
+LINGER = 1.0
+
+
+@pytest.fixture
+def runtime(tmp_path):
+    """An XDG_RUNTIME_DIR of this test's own (short: the unix socket path
+    must fit in sun_path), and the environment that names it."""
+    directory = tempfile.mkdtemp(prefix="pbs-")
+    env = dict(os.environ, XDG_RUNTIME_DIR=directory, PIDS=str(tmp_path / "pids"))
+    yield env
+    # A test that failed half-way leaves no server behind.
+    for entry in leftovers(env):
+        if entry.endswith(".sock"):
+            subprocess.run([PREBIND, f"--share={entry[:-5]}", "--stop"], env=env, capture_output=True,
+                           timeout=TIMEOUT)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def share_dir(env):
+    return os.path.join(env["XDG_RUNTIME_DIR"], "prebind")
+
+
+def leftovers(env):
+    """What is left of every share: files in the share directory."""
+    d = share_dir(env)
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def pids(env):
+    try:
+        with open(env["PIDS"]) as f:
+            return [int(line) for line in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def refused(port):
+    """Nothing listens on 127.0.0.1:port any more."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+# An HTTP server that writes its pid to $PIDS and takes its socket from fd 3.
+HTTP = ["sh", "-c", f'echo $$ >> "$PIDS"; exec {PYTHON} {server("stdlib_http.py")}']
+
+
+def holder(args, env, **kwargs):
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.Popen([PREBIND, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kwargs)
+
+
+def first_line(proc, timeout=TIMEOUT):
+    """The first line a holder printed (bounded)."""
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        assert sel.select(timeout), f"{proc.args} printed nothing within {timeout}s"
+    return proc.stdout.readline().strip()
+
+
+def status(env, name):
+    return subprocess.run([PREBIND, f"--share={name}", "--status"], env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+
+
+def gone(env, pid_list, port=None, bound=LINGER + 1.0):
+    """After --share-linger and 1 s: no process, no listener, no file."""
+    deadline = time.monotonic() + bound
+    wait_for(lambda: not any(pid_alive(p) for p in pid_list) and not leftovers(env), timeout=bound)
+    assert time.monotonic() <= deadline + 0.2
+    assert [p for p in pid_list if pid_alive(p)] == []
+    assert leftovers(env) == []
+    if port is not None:
+        assert refused(port)
+
+
+def supervisor_pid(env, name):
+    out = status(env, name)
+    assert out.returncode == 0, out
+    return int(out.stdout.split("supervisor pid ")[1].split(",")[0])
+
+
+# --------------------------------------------------------------- xdist
+
+INNER_TESTS = textwrap.dedent('''
+    import os, socket, time
+    import pytest
+
+    REDIS = ["sh", "-c", 'echo $$ >> "$PIDS"; exec redis-server --port 6379 --save "" --appendonly no']
+
+    @pytest.fixture
+    def redis(prebind):
+        return prebind(REDIS, share="redis", intercept=6379, ready_log="Ready to accept")
+
+    @pytest.mark.parametrize("i", range(80))
+    def test_redis(redis, i):
+        with socket.create_connection((redis.host, redis.port), timeout=10) as s:
+            s.sendall(b"INCR hits\\r\\n")
+            reply = s.makefile("rb").readline()
+        assert reply.startswith(b":"), reply
+        with open(os.environ["PORTS"], "a") as f:
+            f.write(f"{redis.port} {int(reply[1:])}\\n")
+        time.sleep(float(os.environ.get("NAP", "0.02")))
+''')
+
+
+def inner_run(tmp_path, env, workers, **kwargs):
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "test_many.py").write_text(INNER_TESTS)
+    env = dict(env, PYTHONPATH=os.path.abspath(PLUGIN_SRC), PORTS=str(tmp_path / "ports"))
+    env.update(kwargs.pop("extra_env", {}))
+    args = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_prebind.plugin", "-n",
+            str(workers), str(tmp_path / "inner")]
+    return args, env
+
+
+def test_eighty_tests_on_eight_workers_share_one_redis(tmp_path, runtime):
+    pytest.importorskip("xdist")
+    if not shutil.which("redis-server"):
+        pytest.skip("needs redis-server")
+    args, env = inner_run(tmp_path, runtime, 8)
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "80 passed" in out.stdout
+    started = pids(runtime)
+    assert len(started) == 1, started
+    lines = [line.split() for line in (tmp_path / "ports").read_text().splitlines()]
+    assert len(lines) == 80
+    assert len({port for port, _ in lines}) == 1
+    # One counter: every INCR of the 80 reached the same redis.
+    assert sorted(int(n) for _, n in lines) == list(range(1, 81))
+    gone(runtime, started, int(lines[0][0]))
+
+
+def test_kill_9_of_the_whole_test_run_leaves_nothing(tmp_path, runtime):
+    pytest.importorskip("xdist")
+    if not shutil.which("redis-server"):
+        pytest.skip("needs redis-server")
+    args, env = inner_run(tmp_path, runtime, 4, extra_env={"NAP": "30"})
+    run = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        assert wait_for(lambda: (tmp_path / "ports").exists() and
+                        len((tmp_path / "ports").read_text().splitlines()) >= 4, timeout=60)
+        port = int((tmp_path / "ports").read_text().split()[0])
+        supervisor = supervisor_pid(runtime, "redis")
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait(timeout=TIMEOUT)
+    # Every holder was in the run's tree: all killed at once.
+    gone(runtime, [*pids(runtime), supervisor], port)
+    assert len(pids(runtime)) == 1
+
+
+# --------------------------------------------------------------- callers
+
+def test_sixteen_callers_at_the_same_instant_start_one_server(tmp_path, runtime):
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    # Each waits at the gate (opening a FIFO blocks until it has a
+    # writer), then all go at once.
+    callers = [subprocess.Popen(["sh", "-c", 'cat "$0" >/dev/null; exec "$@"', str(gate), PREBIND, "--share=web",
+                                 "--print=addr", "--", *HTTP],
+                                env=runtime, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+               for _ in range(16)]
+    try:
+        time.sleep(0.3)
+        with open(gate, "w"):
+            pass
+        addresses = {first_line(c) for c in callers}
+        assert len(addresses) == 1, addresses
+        # Published once the socket listens: COMMAND may not have written
+        # its pid yet (seen under load).
+        assert wait_for(lambda: pids(runtime)), "the server never wrote its pid"
+        assert len(pids(runtime)) == 1, pids(runtime)
+        assert "16 holders" in status(runtime, "web").stdout
+        supervisor = supervisor_pid(runtime, "web")
+    finally:
+        for c in callers:
+            c.terminate()
+        for c in callers:
+            assert c.wait(timeout=TIMEOUT) == 0, c.stderr.read()
+    gone(runtime, [*pids(runtime), supervisor], int(addresses.pop().rsplit(":", 1)[1]))
+
+
+def test_a_holder_during_the_linger_keeps_the_server(runtime):
+    a = holder(["--share=web", "--share-linger=2s", "--print", "--", *HTTP], runtime)
+    port = first_line(a)
+    a.terminate()
+    assert a.wait(timeout=TIMEOUT) == 0
+    time.sleep(0.5)
+    b = holder(["--share=web", "--share-linger=2s", "--print", "--", *HTTP], runtime)
+    try:
+        assert first_line(b) == port
+        assert len(pids(runtime)) == 1
+        supervisor = supervisor_pid(runtime, "web")
+    finally:
+        b.terminate()
+        assert b.wait(timeout=TIMEOUT) == 0
+    gone(runtime, [*pids(runtime), supervisor], int(port), bound=2 + 1.0)
+
+
+def test_polling_status_does_not_keep_the_server(runtime):
+    # A clean-up loop that waits for the server to go must not hold it:
+    # only holders (and callers still attaching) count.
+    a = holder(["--share=web", "--print", "--", *HTTP], runtime)
+    port = first_line(a)
+    supervisor = supervisor_pid(runtime, "web")
+    a.terminate()
+    assert a.wait(timeout=TIMEOUT) == 0
+    deadline = time.monotonic() + LINGER + 1.0
+    while status(runtime, "web").returncode == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status(runtime, "web").returncode == 3
+    gone(runtime, [*pids(runtime), supervisor], int(port))
+
+
+def test_stdin_hangup_and_parent_death_end_a_holder(runtime):
+    # stdin a pipe: closing it lets go.
+    a = holder(["--share=web", "--print", "--", *HTTP], runtime, stdin=subprocess.PIPE)
+    port = first_line(a)
+    a.stdin.close()
+    assert a.wait(timeout=TIMEOUT) == 0
+    # Its parent killed: the kernel's SIGTERM (PR_SET_PDEATHSIG) lets go.
+    parent = subprocess.Popen(["sh", "-c", f'{PREBIND} --share=web --print -- "$@" </dev/null & wait', "sh", *HTTP],
+                              env=runtime, stdout=subprocess.PIPE, text=True)
+    assert first_line(parent) == port
+    supervisor = supervisor_pid(runtime, "web")
+    parent.kill()
+    parent.wait(timeout=TIMEOUT)
+    gone(runtime, [*pids(runtime), supervisor], int(port))
+    assert len(pids(runtime)) == 1
+
+
+# --------------------------------------------------------------- refusals
+
+def test_another_command_under_the_same_name_is_refused(runtime):
+    a = holder(["--share=web", "--print", "--", *HTTP], runtime)
+    try:
+        first_line(a)
+        out = subprocess.run([PREBIND, "--share=web", "--print", "-E", "X=1", "--", *HTTP], env=runtime,
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert out.returncode == 125
+        assert out.stdout == ""
+        lines = out.stderr.splitlines()
+        assert len(lines) == 1, out.stderr
+        assert "--share=web runs another server" in lines[0]
+        assert "--setenv=X=1" in lines[0] and "stdlib_http.py" in lines[0]
+        assert len(pids(runtime)) == 1
+    finally:
+        a.terminate()
+        a.wait(timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--share=a/b", "--", "true"], "--share: 'a/b': expected a name"),
+    (["--share=.hidden", "--", "true"], "--share: '.hidden': expected a name"),
+    (["--share=" + "x" * 65, "--", "true"], "expected a name"),
+    (["--status"], "--status and --stop need --share=NAME"),
+    (["--share=x", "--status", "--", "true"], "takes no COMMAND"),
+    (["--share=x", "--exec", "--", "true"], "--share needs one supervised COMMAND"),
+    (["--share-linger=5s", "--", "true"], "--share-linger needs --share=NAME"),
+    (["--share=x", "--share-linger=soon", "--", "true"], "--share-linger: 'soon'"),
+])
+def test_bad_share_usage(runtime, args, message):
+    out = subprocess.run([PREBIND, *args], env=runtime, capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 125
+    assert len(out.stderr.splitlines()) == 1 and message in out.stderr, out.stderr
+    assert leftovers(runtime) == []
+
+
+@pytest.fixture
+def as_nobody():
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to nobody")
+    return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+
+
+CONNECT = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+"""
+
+
+def test_another_user_can_neither_attach_nor_squat(as_nobody):
+    # Root's names under /tmp/prebind-0 (no XDG_RUNTIME_DIR), as a CI
+    # runner has them; nobody's are its own.
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["PIDS"] = "/dev/null"
+    name = f"sq{os.getpid()}"
+    mine = f"/tmp/prebind-{os.geteuid()}"
+    a = holder([f"--share={name}", "--print", "--", *HTTP], env)
+    try:
+        port = first_line(a)
+        st = os.lstat(mine)
+        assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
+        # nobody cannot reach the socket, read the address or the log.
+        out = subprocess.run([PYTHON, "-c", CONNECT, f"{mine}/{name}.sock"], capture_output=True, text=True,
+                             timeout=TIMEOUT, **as_nobody)
+        assert out.stdout.strip() == "PermissionError", out
+        # The same name as nobody is nobody's own server, not root's.
+        theirs = subprocess.Popen([public_prebind(), f"--share={name}", "--print", "--", *HTTP], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.DEVNULL, **as_nobody)
+        try:
+            assert first_line(theirs) != port
+        finally:
+            theirs.terminate()
+            assert theirs.wait(timeout=TIMEOUT) == 0, theirs.stderr.read()
+    finally:
+        a.terminate()
+        a.wait(timeout=TIMEOUT)
+    assert wait_for(lambda: not os.path.exists(f"{mine}/{name}.sock"), timeout=LINGER + 1.0)
+
+
+def test_a_directory_squatted_by_another_user_is_refused(tmp_path, as_nobody):
+    # nobody makes root's directory first (here, under a fresh
+    # XDG_RUNTIME_DIR-less /tmp path: a runtime dir root owns but nobody
+    # may write, with prebind/ made by nobody in it).
+    run = tempfile.mkdtemp(prefix="pbq-")
+    try:
+        os.chmod(run, 0o777)
+        subprocess.run(["mkdir", "-m", "0700", f"{run}/prebind"], check=True, timeout=TIMEOUT, **as_nobody)
+        env = dict(os.environ, XDG_RUNTIME_DIR=run, PIDS=str(tmp_path / "pids"))
+        out = subprocess.run([PREBIND, "--share=x", "--print", "--", *HTTP], env=env, capture_output=True,
+                             text=True, timeout=TIMEOUT)
+        assert out.returncode == 125
+        assert len(out.stderr.splitlines()) == 1 and "refusing to share through it" in out.stderr, out.stderr
+        assert pids(env) == []
+        # A symlink in its place is refused the same way (lstat).
+        os.rmdir(f"{run}/prebind")
+        os.symlink(str(tmp_path), f"{run}/prebind")
+        out = subprocess.run([PREBIND, "--share=x", "--print", "--", *HTTP], env=env, capture_output=True,
+                             text=True, timeout=TIMEOUT)
+        assert out.returncode == 125 and "refusing to share through it" in out.stderr, out.stderr
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+
+
+# --------------------------------------------------------------- failure
+
+CRASHER = ["sh", "-c", 'echo $$ >> "$PIDS"; echo ready; while [ ! -e "$STOP" ]; do sleep 0.05; done; '
+           'echo "crashing now"; exit 3']
+
+
+def test_a_server_that_crashes_is_every_holders_failure(tmp_path, runtime):
+    env = dict(runtime, STOP=str(tmp_path / "stop"))
+    holders = [holder(["--share=crash", "--ready-log=^ready$", "--print=addr", "--", *CRASHER], env)
+               for _ in range(3)]
+    addresses = {first_line(h) for h in holders}
+    assert len(addresses) == 1
+    (tmp_path / "stop").touch()
+    for h in holders:
+        assert h.wait(timeout=TIMEOUT) == 3
+        err = h.stderr.read()
+        assert "--share=crash: the server ended with exit status 3" in err
+        assert "crashing now" in err
+    assert wait_for(lambda: leftovers(runtime) == [], timeout=TIMEOUT)
+    # The next caller starts a new one.
+    os.unlink(tmp_path / "stop")
+    again = holder(["--share=crash", "--ready-log=^ready$", "--print=addr", "--", *CRASHER], env)
+    try:
+        first_line(again)
+        assert len(pids(runtime)) == 2
+    finally:
+        again.terminate()
+        again.wait(timeout=TIMEOUT)
+
+
+def test_a_server_that_cannot_start_is_told_to_the_holder(runtime):
+    out = subprocess.run([PREBIND, "--share=bad", "-l", "127.0.0.1:1", "--print", "--", "true"], env=runtime,
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    if os.geteuid() == 0:
+        out = subprocess.run([PREBIND, "--share=bad", "-l", "/nonexistent/dir/s.sock", "--print", "--", "true"],
+                             env=runtime, capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 125
+    assert "the server ended with exit status 125" in out.stderr
+    assert "cannot listen on" in out.stderr
+    assert wait_for(lambda: leftovers(runtime) == [], timeout=TIMEOUT)
+
+
+# --------------------------------------------------------------- --status, --stop
+
+def test_status_and_stop(runtime):
+    out = status(runtime, "web")
+    assert out.returncode == 3 and out.stdout == "web: not running\n"
+    a = holder(["--share=web", "--share-linger=infinity", "--print=url", "--", *HTTP], runtime)
+    url = first_line(a)
+    out = status(runtime, "web")
+    assert out.returncode == 0, out
+    assert "web: running, ready;" in out.stdout and "1 holder\n" in out.stdout
+    assert f"listening on {url}" in out.stdout
+    # Published before COMMAND runs (no readiness condition): its pid may
+    # be written a moment later.
+    assert wait_for(lambda: pids(runtime))
+    assert f"server pid {pids(runtime)[0]}" in out.stdout
+    a.terminate()
+    assert a.wait(timeout=TIMEOUT) == 0
+    # infinity: it stays without holders, until --stop.
+    time.sleep(LINGER + 0.5)
+    assert "0 holders" in status(runtime, "web").stdout
+    supervisor = supervisor_pid(runtime, "web")
+    out = subprocess.run([PREBIND, "--share=web", "--stop"], env=runtime, capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert out.returncode == 0, out
+    # --stop returns once the supervisor is done (it may still be exiting).
+    assert wait_for(lambda: not pid_alive(supervisor), timeout=1.0)
+    gone(runtime, [*pids(runtime), supervisor], int(url.rsplit(":", 1)[1]), bound=1.0)
+    assert status(runtime, "web").returncode == 3
+    out = subprocess.run([PREBIND, "--share=web", "--stop"], env=runtime, capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert out.returncode == 0 and "not running" in out.stderr
