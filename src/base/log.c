@@ -104,17 +104,18 @@ static bool write_line(const char *s, size_t n) {
         /* No event at all: it would block. POLLERR, POLLHUP: the write
          * fails at once, as it would have. */
         p.fd = sink.writer.fd;
-        if (sink.mode == STDERR_POLL && poll(&p, 1, 0) <= 0)
-                return false;
-        do {
-                if (sink.mode == STDERR_SOCKET)
-                        k = send(sink.writer.fd, s, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-                else
-                        k = write(sink.writer.fd, s, n);
-        } while (k < 0 && errno == EINTR);
-        if (k < 0 && errno == ENOTSOCK && sink.mode == STDERR_SOCKET) {
-                sink.mode = STDERR_POLL;
-                return write_line(s, n);
+        for (;;) {
+                if (sink.mode == STDERR_POLL && poll(&p, 1, 0) <= 0)
+                        return false;
+                do {
+                        if (sink.mode == STDERR_SOCKET)
+                                k = send(sink.writer.fd, s, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+                        else
+                                k = write(sink.writer.fd, s, n);
+                } while (k < 0 && errno == EINTR);
+                if (!(k < 0 && errno == ENOTSOCK && sink.mode == STDERR_SOCKET))
+                        break;
+                sink.mode = STDERR_POLL; /* not a socket after all: the same line again, polled */
         }
         /* Other errors (EPIPE: nobody reads any more) lose the line as
          * they always did; only what would have blocked is counted. */

@@ -144,7 +144,7 @@ static bool pidfd_descends_from(int pidfd, pid_t pid, pid_t root) {
 
         for (int depth = 0; depth < 64 && pid > 1; depth++) {
                 _cleanup_close_ int parent = -EBADF;
-                pid_t ppid, again;
+                pid_t ppid = 0, again = 0;
 
                 if (pid == root)
                         return true;

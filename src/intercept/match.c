@@ -71,8 +71,8 @@ int intercept_ports_format(const struct intercept_port *ports, size_t n, char *b
                         entry[elen++] = ',';
                 while (nd > 0)
                         entry[elen++] = digits[--nd];
-                memcpy(entry + elen, ports[i].type == SOCK_DGRAM ? "/udp" : "/tcp", 4);
-                elen += 4;
+                for (const char *t = ports[i].type == SOCK_DGRAM ? "/udp" : "/tcp"; *t; t++)
+                        entry[elen++] = *t;
                 if (len + elen + 1 > size)
                         return -ENOBUFS;
                 memcpy(buf + len, entry, elen);
@@ -157,7 +157,7 @@ void intercept_address_text(const struct sockaddr *sa, socklen_t len, char *buf,
                 for (; i < plen && out + 1 < size; i++) {
                         if (path[i] == '\0' && path[0] != '\0')
                                 break;
-                        buf[out++] = path[i] >= 0x20 && path[i] < 0x7f ? path[i] : '?';
+                        buf[out++] = (char) (path[i] >= 0x20 && path[i] < 0x7f ? path[i] : '?');
                 }
                 buf[out] = '\0';
         }

@@ -234,7 +234,7 @@ port_file = os.path.join(work, "published")
 if scenario == "notify":
     args = ["--ready=20s", f"--port-file={port_file}"]
 else:
-    args = ["--intercept=8000", f"--port-file={port_file}"]
+    args = ["--intercept-via=preload", "--intercept=8000", f"--port-file={port_file}"]
 if scenario == "restart":
     args += ["--restart=always", "--restart-delay=5s", "--restart-limit=0"]
 p = subprocess.Popen([prebind, *args, "--", python, "-c", server, work, scenario], stdout=subprocess.DEVNULL,
@@ -350,7 +350,8 @@ def test_connection_that_never_speaks_is_closed(start, tmp_path):
     # A connection that sends no request is closed within 2 s: nobody can
     # keep one open for a claim later, once its process is gone.
     port_file = tmp_path / "port"
-    p = start([f"--port-file={port_file}", "--intercept=8000", "--", PYTHON, "-c", SERVER, str(tmp_path), "bind"])
+    p = start([f"--port-file={port_file}", "--intercept-via=preload", "--intercept=8000", "--", PYTHON, "-c", SERVER,
+               str(tmp_path), "bind"])
     assert wait_for(port_file.exists), p.stderr_text()
     command = int(open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()[0])
     broker = dict(e.split("=", 1) for e in open(f"/proc/{command}/environ").read().split("\0")
