@@ -2,10 +2,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "sd.h"
@@ -15,28 +17,41 @@ static int set_int_option(int fd, int level, int option, int value) {
         return setsockopt(fd, level, option, &value, sizeof value) < 0 ? -errno : 0;
 }
 
+bool unix_socket_is_stale(const char *path) {
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        size_t len = strlen(path);
+        int fd, r;
+
+        if (len == 0 || len >= sizeof addr.sun_path)
+                return false;
+        memcpy(addr.sun_path, path, len);
+        /* Non-blocking: a live listener with a full backlog (one that never
+         * accepts) makes connect() wait for room, forever. EAGAIN then
+         * means "in use", like any answer but ECONNREFUSED — which the
+         * kernel gives when no socket of any type is bound to the file
+         * (one of another type is EPROTOTYPE: in use too). */
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return false;
+        r = connect(fd, (struct sockaddr *) &addr, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0
+                            ? -errno
+                            : 0;
+        close(fd);
+        return r == -ECONNREFUSED;
+}
+
 /* A unix socket path in the way: remove it only if it is a socket nobody
  * listens on any more (connect() is refused). A live socket, a regular
  * file, a directory or a symlink are never touched (unlike
  * systemd-socket-activate, which unlinks whatever is there). */
 static int remove_stale_socket(const struct listen_spec *spec) {
         struct stat st;
-        int fd, r;
 
         if (lstat(spec->addr.un.sun_path, &st) < 0)
                 return errno == ENOENT ? 0 : -errno;
         if (!S_ISSOCK(st.st_mode))
                 return -EEXIST;
-
-        /* Non-blocking: a live listener with a full backlog (one that never
-         * accepts) makes connect() wait for room, forever. EAGAIN then
-         * means "in use", like any answer but ECONNREFUSED. */
-        fd = socket(AF_UNIX, spec->type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        r = connect(fd, &spec->addr.sa, spec->addr_len) < 0 ? -errno : 0;
-        close(fd);
-        if (r != -ECONNREFUSED)
+        if (!unix_socket_is_stale(spec->addr.un.sun_path))
                 return -EADDRINUSE;
         return unlink(spec->addr.un.sun_path) < 0 && errno != ENOENT ? -errno : 0;
 }

@@ -50,5 +50,10 @@ int sockets_inherit(struct bound_socket **ret);
  * them) and are left alone, as are datagram sockets. */
 void socket_give_up(struct bound_socket *s);
 
+/* Is the unix socket file at path one that nobody is bound to any more
+ * (connect() is refused)? A path that is not there, or too long for
+ * sun_path, is not stale. */
+bool unix_socket_is_stale(const char *path);
+
 /* Close the socket and remove the socket file it created, if any. */
 void socket_release(struct bound_socket *s);

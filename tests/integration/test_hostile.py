@@ -29,7 +29,7 @@ import types
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, public_prebind, run, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, command_child, pid_alive, public_prebind, run, wait_for
 
 NOBODY = 65534
 WRAPPED = bool(os.environ.get("PREBIND_WRAPPER"))  # valgrind: fds and timing are not prebind's own
@@ -328,15 +328,6 @@ def fd_targets(pid):
     return targets
 
 
-def child_of(pid):
-    def first():
-        try:
-            return int(open(f"/proc/{pid}/task/{pid}/children").read().split()[0])
-        except (FileNotFoundError, IndexError, ValueError):
-            return None
-    return wait_for(first)
-
-
 def environ_of(pid):
     try:
         return dict(e.split("=", 1) for e in open(f"/proc/{pid}/environ").read().split("\0") if "=" in e)
@@ -353,9 +344,8 @@ class NotifyJob:
         self.err_file = open(self.err, "w")
         self.p = start(["--ready=120s", f"--port-file={self.pf}", "--", PYTHON, "-c", NOTIFIER, case,
                         str(self.work)], stderr=self.err_file)
-        self.child = child_of(self.p.pid)
-        assert self.child, "COMMAND did not start"
-        assert wait_for(lambda: "NOTIFY_SOCKET" in environ_of(self.child)), "COMMAND was not exec'd"
+        self.child = command_child(self.p.pid, "NOTIFY_SOCKET")
+        assert self.child, "COMMAND was not exec'd"
         self.address = environ_of(self.child)["NOTIFY_SOCKET"]
         # prebind arms the --ready timer last, once COMMAND runs: its fds
         # are settled from then on.
@@ -667,13 +657,14 @@ def test_fd_exhaustion_is_a_one_line_error_and_exit_125(tmp_path, mode):
 
 @pytest.mark.skipif(WRAPPED, reason="a wrapper (valgrind) uses fds of its own")
 def test_fd_exhaustion_in_accept_mode_stops_instead_of_spinning(tmp_path):
-    """At ulimit -n 6, prebind listens (fd 3), reads signals (fd 4) and
-    waits on its event loop (epoll, fd 5), but accept() has no fd left for
-    the connection: EMFILE, again and again, unless it stops."""
+    """At ulimit -n 7, prebind talks to its guard (fd 3), listens (fd 4),
+    reads signals (fd 5) and waits on its event loop (epoll, fd 6), but
+    accept() has no fd left for the connection: EMFILE, again and again,
+    unless it stops."""
     # stderr is a pipe read only at the end: a prebind that logs in a loop
     # blocks once it is full, instead of filling a disk.
     p = subprocess.Popen([PREBIND, "-q", "--print", "--accept", "--", "cat"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, preexec_fn=with_fd_limit(6))
+                         stderr=subprocess.PIPE, preexec_fn=with_fd_limit(7))
     status = None
     try:
         port = int(p.stdout.readline())
