@@ -316,7 +316,7 @@ static _Noreturn void guard_main(int sock, pid_t prebind, const char *command_na
  * SIGTTOU for its one message, no hangup), /dev/null for stdin and stdout
  * (a reader of prebind's stdout waits for no guard), stderr kept for the
  * message, the socket at fd 3 and nothing else. Returns 3, or -errno. */
-static int guard_detach(int sock) {
+static int guard_detach(int *sock) {
         int null, r;
 
         if (setsid() < 0)
@@ -324,8 +324,11 @@ static int guard_detach(int sock) {
         null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
                 return -errno;
-        if (sock != 3 && dup2(sock, 3) < 0)
-                return -errno;
+        if (*sock != 3) {
+                if (dup2(*sock, 3) < 0)
+                        return -errno;
+                *sock = 3;
+        }
         if ((r = fd_range(4, ~0U, FD_CLOSE)) < 0)
                 return r;
         signals_reset(false);
@@ -336,13 +339,36 @@ static int guard_detach(int sock) {
         signal(SIGINT, SIG_IGN);
         signal(SIGQUIT, SIG_IGN);
         (void) prctl(PR_SET_NAME, "prebind-guard");
-        return 3;
+        return 0;
+}
+
+/* The first message on the socket: 0 from the guard, which runs; or the
+ * errno of what failed, from the intermediate. (Not the intermediate's
+ * exit status: under valgrind that is valgrind's --error-exitcode.) */
+static void report_start(int sock, int err) {
+        int32_t e = err;
+
+        (void) fd_send_message(sock, &e, sizeof e, NULL, 0, 0);
+}
+
+/* Once the intermediate is gone, only the guard can hold the other end:
+ * its word (report_start()), or EOF if there is no guard. 0 or -errno. */
+static int started(int fd) {
+        int32_t err = 0;
+        size_t len = 0;
+        int r = fd_recv_message(fd, &err, sizeof err, NULL, 0, &len);
+
+        if (r < 0)
+                return r;
+        if (len != sizeof err)
+                return -ECHILD;
+        return err > 0 ? -err : 0;
 }
 
 int guard_start(const char *command_name, uint64_t grace_usec, struct guard **ret) {
         _cleanup_free_ struct guard *g = calloc(1, sizeof *g);
         pid_t prebind = getpid(), mid;
-        int pair[2], status = 0, r;
+        int pair[2], status, r;
 
         if (!g)
                 return -ENOMEM;
@@ -362,32 +388,32 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
                 return r;
         }
         if (mid == 0) {
-                int sock;
+                int sock = pair[1];
                 pid_t pid;
 
-                /* Its exit status: 0, or the errno of what failed. */
                 close(pair[0]);
-                sock = guard_detach(pair[1]);
-                if (sock < 0)
-                        _exit(-sock & 0xff);
+                r = guard_detach(&sock);
+                if (r < 0) {
+                        report_start(sock, -r);
+                        _exit(EXIT_FAILURE);
+                }
                 pid = fork();
-                if (pid == 0)
+                if (pid == 0) {
+                        report_start(sock, 0);
                         guard_main(sock, prebind, command_name, grace_usec);
-                _exit(pid < 0 ? errno & 0xff : 0);
+                }
+                if (pid < 0)
+                        report_start(sock, errno);
+                _exit(pid < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
         }
         close(pair[1]);
-        while ((r = (int) waitpid(mid, &status, 0)) < 0 && errno == EINTR)
+        /* ECHILD: SIGCHLD is ignored (inherited), and the kernel reaped it. */
+        while (waitpid(mid, &status, 0) < 0 && errno == EINTR)
                 ;
-        /* ECHILD: SIGCHLD is ignored (inherited), and the kernel reaped it;
-         * a guard that is not there shows at the first message. */
-        if (r < 0 && errno != ECHILD) {
-                r = -errno;
+        r = started(pair[0]);
+        if (r < 0) {
                 close(pair[0]);
                 return r;
-        }
-        if (r > 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-                close(pair[0]);
-                return WIFEXITED(status) ? -WEXITSTATUS(status) : -ECHILD;
         }
         g->fd = pair[0];
         g->command_name = command_name;
