@@ -23,9 +23,15 @@ import pytest
 from conftest import EXAMPLE_C_SERVER, PREBIND, TIMEOUT, http_get, pid_alive, wait_for
 
 MARK = "PREBIND_KILLED_TEST"
-# The contract: gone within a second. Under valgrind (PREBIND_WRAPPER) the
-# guard, a fork of prebind, runs under it too.
-DEADLINE = 10.0 if os.environ.get("PREBIND_WRAPPER") else 1.0
+# The contract: gone within a second (SIGTERM at once, SIGKILL after half
+# a second). That takes the guard and COMMAND a few time slices, which a
+# CI machine whose 2 cores are shared by many jobs may not give for
+# seconds (seen: 3.4 s at load 7 under nice 10): the bound for one start
+# is DEADLINE, and the random starts must keep the second in 9 of 10.
+# Under valgrind (PREBIND_WRAPPER) the guard, a fork of prebind, runs under
+# it too. Today's binary leaves them for good.
+CONTRACT = 1.0
+DEADLINE = 20.0 if os.environ.get("PREBIND_WRAPPER") else 5.0
 # COMMAND with --group: a shell leaves a member that holds the listening
 # sockets (and would keep them accepting into the backlog), then becomes
 # the server.
@@ -126,6 +132,7 @@ def start(directory, token, extra, command, **kwargs):
 
 
 def assert_nothing_left(token, directory, ports, what):
+    """Returns how long it took for nothing to be left."""
     t0 = time.monotonic()
     left = leftovers(token, directory, ports)
     while left and time.monotonic() - t0 < DEADLINE:
@@ -141,6 +148,7 @@ def assert_nothing_left(token, directory, ports, what):
             except ProcessLookupError:
                 pass
         pytest.fail(f"{what}: {DEADLINE}s after prebind was killed: {left} (all gone after {gone_after:.2f}s)")
+    return time.monotonic() - t0
 
 
 def published(p):
@@ -156,11 +164,11 @@ def published(p):
 def test_sigkill_at_random_moments_leaves_nothing(tmp_path, group):
     """100 starts, each prebind SIGKILLed 0-50 ms in (more of them early,
     where prebind binds, starts the guard, forks and publishes): after a
-    second, nothing of it is left. Bounded: at most 120 s, and at least
-    half the starts must be made in that time."""
+    second, nothing of it is left (see CONTRACT). Bounded: at most 120 s,
+    and at least half the starts must be made in that time."""
     seed = random.randrange(1 << 32)
     rng = random.Random(seed)
-    starts, made, t_end = 100, 0, time.monotonic() + 120
+    starts, made, t_end, slow = 100, 0, time.monotonic() + 120, []
     extra, command = (["--group"], GROUP_COMMAND) if group else ([], [EXAMPLE_C_SERVER])
     for i in range(starts):
         if time.monotonic() > t_end:
@@ -175,9 +183,12 @@ def test_sigkill_at_random_moments_leaves_nothing(tmp_path, group):
         p.wait(timeout=TIMEOUT)
         ports = [int(w) for w in available(p.stdout).split() if w.isdigit()]
         p.stdout.close()
-        assert_nothing_left(token, directory, ports, f"start {i} (seed {seed}), killed {delay * 1000:.1f} ms in")
+        took = assert_nothing_left(token, directory, ports, f"start {i} (seed {seed}), killed {delay * 1000:.1f} ms in")
+        if took > CONTRACT:
+            slow.append(f"start {i}: {took:.2f}s")
         made += 1
     assert made >= starts // 2, f"only {made} starts in 120 s"
+    assert len(slow) <= made // 10, f"of {made} starts, more than a second: {slow}"
 
 
 @pytest.mark.parametrize("group", [False, True], ids=["command", "group"])
@@ -317,7 +328,7 @@ def test_opt_out_keeps_the_server(tmp_path):
         assert http_get(f"http://127.0.0.1:{port}")[0] == 200  # COMMAND runs
         p.kill()
         p.wait(timeout=TIMEOUT)
-        time.sleep(DEADLINE)  # what would be gone by now is not
+        time.sleep(CONTRACT)  # what would be gone by now is not
         assert http_get(f"http://127.0.0.1:{port}")[0] == 200
         assert http_get(f"unix:{path}")[0] == 200
         assert sorted(os.listdir(tmp_path)) == ["port", "s.sock"]
