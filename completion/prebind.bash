@@ -13,7 +13,7 @@ _prebind_opts_with_arg=(--listen --backlog --socket-mode --port-file --port-fd -
 # Long options whose value is optional and must be attached with "=".
 _prebind_opts_optional_arg=(--print --ready --ready-http)
 _prebind_opts_no_arg=(--reuseport --v6only --subst --exec --accept --inetd --group
-    --die-with-parent --subreaper --netns --status --stop --quiet --verbose --help --version)
+    --die-with-parent --no-die-with-supervisor --subreaper --netns --status --stop --quiet --verbose --help --version)
 _prebind_short_opts=(-l -E -q -v -h)
 
 # Completions for the value of option $1, given the value typed so far $2.

@@ -2,10 +2,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 
 #include "compat.h"
@@ -58,4 +62,90 @@ void fd_writer_open(int fd, struct fd_writer *ret) {
                 }
         }
         *ret = w;
+}
+
+int fd_send_message(int sock, const void *data, size_t len, const int *fds, size_t n_fds, int flags) {
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(FD_MESSAGE_FDS_MAX * sizeof(int))];
+        } control;
+        struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (n_fds > FD_MESSAGE_FDS_MAX)
+                return -EINVAL;
+        memset(&control, 0, sizeof control);
+        if (n_fds > 0) {
+                struct cmsghdr *c;
+
+                msg.msg_control = control.buf;
+                msg.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+                c = CMSG_FIRSTHDR(&msg);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+                memcpy(CMSG_DATA(c), fds, n_fds * sizeof(int));
+        }
+        return sendmsg(sock, &msg, MSG_NOSIGNAL | flags) < 0 ? -errno : 0;
+}
+
+int fd_recv_message(int sock, void *data, size_t size, int *fds, size_t max_fds, size_t *ret_len) {
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(FD_MESSAGE_FDS_MAX * sizeof(int))];
+        } control;
+        struct iovec iov = { .iov_base = data, .iov_len = size };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                              .msg_controllen = sizeof control.buf };
+        ssize_t k;
+        int n = 0;
+
+        do
+                k = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+                        int fd;
+
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+                        if ((size_t) n < max_fds)
+                                fds[n++] = fd;
+                        else
+                                close(fd);
+                }
+        }
+        if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+                for (int i = 0; i < n; i++)
+                        close(fds[i]);
+                return -EBADMSG;
+        }
+        *ret_len = (size_t) k;
+        return n;
+}
+
+bool unix_socket_is_stale(const char *path) {
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        size_t len = strlen(path);
+        int fd, r;
+
+        if (len == 0 || len >= sizeof addr.sun_path)
+                return false;
+        memcpy(addr.sun_path, path, len);
+        /* Non-blocking: a live listener with a full backlog (one that never
+         * accepts) makes connect() wait for room, forever. EAGAIN then
+         * means "in use", like any answer but ECONNREFUSED — which the
+         * kernel gives when no socket of any type is bound to the file
+         * (one of another type is EPROTOTYPE: in use too). */
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return false;
+        r = connect(fd, (struct sockaddr *) &addr, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0
+                            ? -errno
+                            : 0;
+        close(fd);
+        return r == -ECONNREFUSED;
 }

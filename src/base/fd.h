@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stddef.h>
+
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -30,3 +32,22 @@ struct fd_writer {
         bool owned;
 };
 void fd_writer_open(int fd, struct fd_writer *ret);
+
+/* Messages with fds on a unix socket (SCM_RIGHTS), at most this many fds
+ * in one. */
+#define FD_MESSAGE_FDS_MAX 2
+
+/* Send len bytes and n_fds fds as one message, never raising SIGPIPE;
+ * flags as for sendmsg(2) (MSG_DONTWAIT). Returns 0 or -errno. */
+int fd_send_message(int sock, const void *data, size_t len, const int *fds, size_t n_fds, int flags);
+
+/* Receive one message of at most size bytes and at most max_fds fds, made
+ * close-on-exec (more are closed). Returns the number of fds, with the
+ * message's length in *ret_len (0: the other end closed), or -errno; a
+ * message cut short (MSG_TRUNC, MSG_CTRUNC) is -EBADMSG, its fds closed. */
+int fd_recv_message(int sock, void *data, size_t size, int *fds, size_t max_fds, size_t *ret_len);
+
+/* Is the unix socket file at path one that nobody is bound to any more
+ * (connect() is refused)? A path that is not there, or too long for
+ * sun_path, is not stale. */
+bool unix_socket_is_stale(const char *path);

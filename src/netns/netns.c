@@ -31,61 +31,17 @@ struct keeper_request {
 };
 
 static int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(2 * sizeof(int))];
-        } control;
-        struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-        memset(&control, 0, sizeof control);
-        if (n_fds > 0) {
-                struct cmsghdr *c;
-
-                msg.msg_control = control.buf;
-                msg.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
-                c = CMSG_FIRSTHDR(&msg);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
-                memcpy(CMSG_DATA(c), fds, n_fds * sizeof(int));
-        }
-        return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
+        return fd_send_message(sock, data, len, fds, n_fds, 0);
 }
 
 /* Receive one message of exactly len bytes and up to max_fds fds (set
  * close-on-exec). Returns the number of fds, or -errno (-ECONNRESET: the
  * other end is gone). */
 static int recv_with_fds(int sock, void *data, size_t len, int *fds, size_t max_fds) {
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(2 * sizeof(int))];
-        } control;
-        struct iovec iov = { .iov_base = data, .iov_len = len };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                              .msg_controllen = sizeof control.buf };
-        ssize_t k;
-        int n = 0;
+        size_t k;
+        int n = fd_recv_message(sock, data, len, fds, max_fds, &k);
 
-        do
-                k = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-        while (k < 0 && errno == EINTR);
-        if (k < 0)
-                return -errno;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                        continue;
-                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-                        int fd;
-
-                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                        if ((size_t) n < max_fds)
-                                fds[n++] = fd;
-                        else
-                                close(fd);
-                }
-        }
-        if (k != (ssize_t) len || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        if (n >= 0 && k != len) {
                 for (int i = 0; i < n; i++)
                         close(fds[i]);
                 return k == 0 ? -ECONNRESET : -EBADMSG;

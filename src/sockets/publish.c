@@ -4,10 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format.h"
+#include "guard.h"
 #include "log.h"
 #include "publish.h"
 
@@ -26,38 +29,77 @@ int write_all(int fd, const char *buf, size_t len) {
         return 0;
 }
 
-int write_file_atomic(const char *path, const char *content, int *ret_fd) {
+/* path.XXXXXX, with six random letters and digits (as mkostemp(3)), the
+ * name chosen before the file exists: the guard hears of it first. */
+static char *temporary_name(const char *path) {
+        static const char letters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        unsigned char random[6];
+        struct timespec ts;
+        char *name;
+        size_t len;
+
+        if (getrandom(random, sizeof random, GRND_NONBLOCK) != (ssize_t) sizeof random) {
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                for (size_t i = 0; i < sizeof random; i++)
+                        random[i] = (unsigned char) (((uint64_t) ts.tv_nsec >> (i * 5)) ^ ((uint64_t) getpid() >> i));
+        }
+        if (asprintf(&name, "%s.XXXXXX", path) < 0)
+                return NULL;
+        len = strlen(name);
+        for (size_t i = 0; i < sizeof random; i++)
+                name[len - sizeof random + i] = letters[random[i] % (sizeof letters - 1)];
+        return name;
+}
+
+int write_file_atomic(const char *path, const char *content, struct guard *guard, int *ret_fd) {
         struct stat st;
         mode_t mask;
-        char *tmp;
-        int fd, r;
+        char *tmp = NULL;
+        int fd = -1, r;
 
         /* rename(2) would replace anything: a device (as root, --port-file
          * =/dev/null would turn it into a file, then delete it), a symlink
          * or a socket. Only a regular file may be replaced. */
         if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
                 return -EEXIST;
-        if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
-                return -ENOMEM;
-        fd = mkostemp(tmp, O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) {
-                r = -errno;
+        /* O_EXCL never opens what is there, O_NOFOLLOW never follows a
+         * symlink planted at the name; a name taken is chosen again. */
+        for (int attempt = 0; fd < 0; attempt++) {
                 free(tmp);
-                return r;
+                tmp = temporary_name(path);
+                if (!tmp)
+                        return -ENOMEM;
+                guard_file_expected(guard, GUARD_FILE_REGULAR, tmp);
+                fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd >= 0)
+                        break;
+                r = -errno;
+                guard_file_forget(guard, tmp);
+                if (r != -EEXIST || attempt == 100) {
+                        free(tmp);
+                        return r;
+                }
         }
-        /* mkostemp() makes the file 0600; a port file is no secret, and
-         * other users' test runners may need to read it: 0666 & ~umask. */
+        guard_file_created(guard, GUARD_FILE_REGULAR, tmp, fd);
+        /* The file is born 0600; a port file is no secret, and other
+         * users' test runners may need to read it: 0666 & ~umask. */
         mask = umask(0);
         umask(mask);
         r = write_all(fd, content, strlen(content));
         if (r == 0 && fchmod(fd, 0666 & ~mask) < 0)
                 r = -errno;
-        if (r == 0 && rename(tmp, path) < 0)
+        /* Before the rename, after which path is this file. */
+        if (r == 0)
+                guard_file_created(guard, GUARD_FILE_REGULAR, path, fd);
+        if (r == 0 && rename(tmp, path) < 0) {
                 r = -errno;
+                guard_file_forget(guard, path);
+        }
         if (r < 0) {
                 unlink(tmp);
                 close(fd);
         }
+        guard_file_forget(guard, tmp);
         free(tmp);
         if (r < 0)
                 return r;
@@ -95,7 +137,8 @@ static int texts_get(struct texts *t, enum output_format format, const char **re
         return 0;
 }
 
-static int publish_outputs(const struct config *config, struct texts *t, struct publication *ret) {
+static int publish_outputs(const struct config *config, struct texts *t, struct guard *guard,
+                           struct publication *ret) {
         const char *text;
         int r;
 
@@ -118,7 +161,7 @@ static int publish_outputs(const struct config *config, struct texts *t, struct 
         if (config->port_file) {
                 if ((r = texts_get(t, config->format, &text)) < 0)
                         return r;
-                r = write_file_atomic(config->port_file, text, &ret->port_file_fd);
+                r = write_file_atomic(config->port_file, text, guard, &ret->port_file_fd);
                 if (r == -EEXIST)
                         return log_error_errno(r, "cannot write port file '%s': it exists and is not a regular "
                                                "file (left alone)", config->port_file);
@@ -130,7 +173,7 @@ static int publish_outputs(const struct config *config, struct texts *t, struct 
 }
 
 int publish_addresses(const struct config *config, const struct bound_socket *sockets, size_t n, pid_t pid,
-                      pid_t child_pid, struct publication *ret) {
+                      pid_t child_pid, struct guard *guard, struct publication *ret) {
         struct texts t = { .sockets = sockets, .n = n, .pid = pid, .child_pid = child_pid };
         int r;
 
@@ -139,7 +182,7 @@ int publish_addresses(const struct config *config, const struct bound_socket *so
                 log_addresses(sockets, n);
                 return 0;
         }
-        r = publish_outputs(config, &t, ret);
+        r = publish_outputs(config, &t, guard, ret);
         for (int f = 0; f < _FORMAT_MAX; f++)
                 free(t.text[f]);
         return r;

@@ -7,6 +7,8 @@
 #include "config.h"
 #include "socket.h"
 
+struct guard;
+
 /* What prebind published and must take back when it exits. */
 struct publication {
         const char *port_file;          /* NULL until it is in place */
@@ -14,10 +16,12 @@ struct publication {
 };
 
 /* Write the addresses everywhere the config asks (--port-fd, --print,
- * --port-file), or log them on stderr if it asks for none. Logs its own
- * errors (with the output that failed) and returns a negative errno. */
+ * --port-file), or log them on stderr if it asks for none. The guard (or
+ * NULL) hears of the port file's names before they exist (guard.h). Logs
+ * its own errors (with the output that failed) and returns a negative
+ * errno. */
 int publish_addresses(const struct config *config, const struct bound_socket *sockets, size_t n, pid_t pid,
-                      pid_t child_pid, struct publication *ret);
+                      pid_t child_pid, struct guard *guard, struct publication *ret);
 
 /* Remove the port file, if it is still the one prebind wrote. */
 void publication_withdraw(struct publication *p);
@@ -29,5 +33,7 @@ int write_all(int fd, const char *buf, size_t len);
  * directory (O_EXCL, never following a symlink), then rename(2), so a
  * concurrent reader sees no file or the whole file, never a part of it.
  * Only a regular file at path is replaced (-EEXIST for anything else).
- * Returns 0 and an O_CLOEXEC fd of the new file, or -errno. */
-int write_file_atomic(const char *path, const char *content, int *ret_fd);
+ * The guard (or NULL) is told each name before it exists and each file
+ * once it does, so that a killed prebind leaves neither behind. Returns
+ * 0 and an O_CLOEXEC fd of the new file, or -errno. */
+int write_file_atomic(const char *path, const char *content, struct guard *guard, int *ret_fd);

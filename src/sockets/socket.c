@@ -2,13 +2,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "sd.h"
+#include "fd.h"
 #include "socket.h"
 
 static int set_int_option(int fd, int level, int option, int value) {
@@ -21,22 +24,12 @@ static int set_int_option(int fd, int level, int option, int value) {
  * systemd-socket-activate, which unlinks whatever is there). */
 static int remove_stale_socket(const struct listen_spec *spec) {
         struct stat st;
-        int fd, r;
 
         if (lstat(spec->addr.un.sun_path, &st) < 0)
                 return errno == ENOENT ? 0 : -errno;
         if (!S_ISSOCK(st.st_mode))
                 return -EEXIST;
-
-        /* Non-blocking: a live listener with a full backlog (one that never
-         * accepts) makes connect() wait for room, forever. EAGAIN then
-         * means "in use", like any answer but ECONNREFUSED. */
-        fd = socket(AF_UNIX, spec->type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        r = connect(fd, &spec->addr.sa, spec->addr_len) < 0 ? -errno : 0;
-        close(fd);
-        if (r != -ECONNREFUSED)
+        if (!unix_socket_is_stale(spec->addr.un.sun_path))
                 return -EADDRINUSE;
         return unlink(spec->addr.un.sun_path) < 0 && errno != ENOENT ? -errno : 0;
 }

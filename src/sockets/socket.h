@@ -50,6 +50,7 @@ int sockets_inherit(struct bound_socket **ret);
  * them) and are left alone, as are datagram sockets. */
 void socket_give_up(struct bound_socket *s);
 
+
 /* Close the socket and remove the socket file it created, if any. */
 void socket_release(struct bound_socket *s);
 

@@ -86,6 +86,7 @@ static int start_connection(struct acceptor *a, int listen_fd) {
                 .n_sockets = 1,
                 .new_process_group = a->config->group,
                 .passing = a->config->inetd ? PASS_ON_STDIN_STDOUT : PASS_FROM_FD3,
+                .death_signal = config_death_signal(a->config),
         };
         pid_t pid;
 

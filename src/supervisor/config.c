@@ -80,6 +80,8 @@ static void help(void) {
                "      --kill-after=DURATION    send SIGKILL if COMMAND is still running DURATION\n"
                "                               after a SIGTERM or SIGINT (e.g. 10s, 500ms)\n"
                "      --die-with-parent        stop COMMAND and clean up when prebind's parent dies\n"
+               "      --no-die-with-supervisor let COMMAND outlive prebind if prebind is killed\n"
+               "                               (by default it is stopped, and the files removed)\n"
                "      --subreaper              adopt and reap orphaned descendants (as PID 1 does)\n"
                "      --success-status=CODE    report exit status CODE as 0 (repeatable; e.g. 143)\n"
                "\n"
@@ -132,6 +134,7 @@ enum {
         ARG_GROUP,
         ARG_KILL_AFTER,
         ARG_DIE_WITH_PARENT,
+        ARG_NO_DIE_WITH_SUPERVISOR,
         ARG_SUBREAPER,
         ARG_SUCCESS_STATUS,
         ARG_NETNS,
@@ -172,6 +175,7 @@ static const struct option options[] = {
         { "group",       no_argument,       NULL, ARG_GROUP },
         { "kill-after",  required_argument, NULL, ARG_KILL_AFTER },
         { "die-with-parent", no_argument,   NULL, ARG_DIE_WITH_PARENT },
+        { "no-die-with-supervisor", no_argument, NULL, ARG_NO_DIE_WITH_SUPERVISOR },
         { "subreaper",   no_argument,       NULL, ARG_SUBREAPER },
         { "success-status", required_argument, NULL, ARG_SUCCESS_STATUS },
         { "netns",       no_argument,       NULL, ARG_NETNS },
@@ -440,6 +444,9 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
         case ARG_DIE_WITH_PARENT:
                 c->die_with_parent = true;
                 return 0;
+        case ARG_NO_DIE_WITH_SUPERVISOR:
+                c->no_die_with_supervisor = true;
+                return 0;
         case ARG_SUBREAPER:
                 c->subreaper = true;
                 return 0;
@@ -588,10 +595,11 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 return usage_error(NULL, NULL, "missing COMMAND");
         c.command = argv + optind;
         /* Options that only mean something to a supervisor. */
-        if (c.exec && (config_waits_ready(&c) || c.group || c.kill_after_usec || c.die_with_parent || c.subreaper ||
-                       memchr(c.success_status, 1, sizeof c.success_status)))
+        if (c.exec && (config_waits_ready(&c) || c.group || c.kill_after_usec || c.die_with_parent ||
+                       c.no_die_with_supervisor || c.subreaper || memchr(c.success_status, 1, sizeof c.success_status)))
                 return usage_error(NULL, NULL, "--exec leaves no supervisor: it cannot be combined with --ready, "
-                                   "--group, --kill-after, --die-with-parent, --subreaper or --success-status");
+                                   "--group, --kill-after, --die-with-parent, --no-die-with-supervisor, "
+                                   "--subreaper or --success-status");
         if (!print_format_set)
                 c.print_format = c.format;
         r = check_conflicts(&c);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +80,7 @@ struct config {
         bool group;             /* COMMAND in its own process group; signal the group */
         uint64_t kill_after_usec; /* SIGKILL this long after SIGTERM/SIGINT; 0: never */
         bool die_with_parent;
+        bool no_die_with_supervisor; /* COMMAND may outlive a killed prebind: no death signal, no guard */
         bool subreaper;
         bool success_status[256]; /* exit statuses reported as 0 */
         bool netns;             /* COMMAND in a new network namespace; --intercept forwards into it */
@@ -93,6 +95,13 @@ struct config {
  * condition. */
 static inline bool config_waits_ready(const struct config *c) {
         return c->ready || c->ready_log || c->ready_exec || c->ready_http;
+}
+
+/* The kernel's parent-death signal for COMMAND (and each --accept
+ * handler): SIGTERM, as for a shutdown, unless COMMAND may outlive
+ * prebind. With --exec there is no parent to die. */
+static inline int config_death_signal(const struct config *c) {
+        return c->exec || c->no_die_with_supervisor ? 0 : SIGTERM;
 }
 
 /* Returns 1 when there is work to do, 0 when --help or --version was

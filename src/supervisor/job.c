@@ -13,6 +13,7 @@
 #include "compat.h"
 #include "exitcode.h"
 #include "format.h"
+#include "guard.h"
 #include "job.h"
 #include "log.h"
 #include "macro.h"
@@ -54,18 +55,45 @@ static int inherit_error(int r) {
         return log_error_errno(r, "cannot take the sockets passed to prebind (LISTEN_FDS): %m");
 }
 
+/* The guard: COMMAND and the files do not outlive a killed prebind.
+ * Started before anything is created that it must take back, and after
+ * the inherited sockets are taken (its socket must not take fd 3 where
+ * LISTEN_FDS says a socket is). Not with --exec (prebind is COMMAND), nor
+ * as PID 1 (the kernel kills every process of the namespace when PID 1
+ * dies). SIGTERM, then SIGKILL after --kill-after or this grace. */
+#define KILLED_GRACE_USEC (500 * 1000)
+
+static int setup_guard(struct job *job) {
+        const struct config *c = job->config;
+        int r;
+
+        if (c->exec || c->no_die_with_supervisor || getpid() == 1)
+                return 0;
+        r = guard_start(c->command[0], c->kill_after_usec ?: KILLED_GRACE_USEC, &job->guard);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the guard that stops '%s' if prebind is killed: %m "
+                                       "(--no-die-with-supervisor goes without)", c->command[0]);
+        return 0;
+}
+
 /* The sockets, in COMMAND's order: those prebind was passed itself
  * (socket activation: they come first, names kept), then its own -l
  * sockets. The default 127.0.0.1:0 applies only when there is neither. */
 static int bind_all(struct job *job) {
         const struct config *c = job->config;
         _cleanup_free_ struct bound_socket *inherited = NULL;
-        int n_inherited;
+        int n_inherited, r;
         size_t n_own;
 
         n_inherited = sockets_inherit(&inherited);
         if (n_inherited < 0)
                 return inherit_error(n_inherited);
+        r = setup_guard(job);
+        if (r < 0) {
+                for (int i = 0; i < n_inherited; i++)
+                        socket_release(&inherited[i]);
+                return r;
+        }
         n_own = c->listen_default && n_inherited > 0 ? 0 : c->n_listens;
 
         job->sockets = calloc((size_t) n_inherited + n_own + 1, sizeof *job->sockets);
@@ -79,11 +107,23 @@ static int bind_all(struct job *job) {
         job->n_sockets = (size_t) n_inherited;
 
         for (size_t i = 0; i < n_own; i++) {
-                int r = socket_bind(&c->listens[i], &c->socket_options, &job->sockets[job->n_sockets]);
+                const struct listen_spec *spec = &c->listens[i];
+                struct bound_socket *s = &job->sockets[job->n_sockets];
+                bool file = spec->addr.sa.sa_family == AF_UNIX && !sockaddr_is_abstract(&spec->addr, spec->addr_len);
+
+                /* A socket file: the guard hears of it before it exists. */
+                if (file)
+                        guard_file_expected(job->guard, GUARD_FILE_SOCKET, spec->addr.un.sun_path);
+                r = socket_bind(spec, &c->socket_options, s);
                 if (r < 0) {
-                        log_error("cannot listen on '%s': %s", c->listens[i].text, bind_error(&c->listens[i], r));
+                        if (file)
+                                guard_file_forget(job->guard, spec->addr.un.sun_path);
+                        log_error("cannot listen on '%s': %s", spec->text, bind_error(spec, r));
                         return r;
                 }
+                if (s->created_path)
+                        guard_file_created_at(job->guard, GUARD_FILE_SOCKET, s->created_path, s->created_dev,
+                                              s->created_ino);
                 job->n_sockets++;
         }
         return 0;
@@ -452,6 +492,8 @@ void job_done(struct job *job) {
         free(job->passed);
         if (job->signal_fd >= 0)
                 close(job->signal_fd);
+        /* Last: what it would take back is gone now. */
+        guard_free(job->guard);
         *job = (struct job) { .signal_fd = -1, .publication = { .port_file_fd = -1 } };
 }
 
@@ -476,7 +518,8 @@ int job_publish(struct job *job, pid_t child_pid) {
                 notify_manager("READY=1");
                 return 0;
         }
-        r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), child_pid, &job->publication);
+        r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), child_pid, job->guard,
+                              &job->publication);
         if (r < 0)
                 return r;
         job->published = true;
@@ -494,6 +537,7 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .new_process_group = job->config->group,
                 .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
         .seccomp = job->seccomp,
+                .death_signal = config_death_signal(job->config),
         };
 
         readiness_child_output(job->readiness, &plan.stdout_fd, &plan.stderr_fd);

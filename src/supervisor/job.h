@@ -13,6 +13,7 @@
 
 struct readiness;
 struct netns_job;
+struct guard;
 struct intercept_seccomp;
 struct share;
 
@@ -42,6 +43,7 @@ struct job {
         struct child_env env;   /* COMMAND's environment (not with --accept) */
         struct readiness *readiness;
         struct netns_job *netns;        /* --netns; NULL without */
+        struct guard *guard;            /* stops COMMAND if prebind is killed; NULL: none */
         struct bound_socket *passed;    /* what COMMAND gets: the sockets less the intercepted */
         size_t n_passed;
         struct intercept_seccomp *seccomp;      /* --intercept via seccomp; the readiness owns it */
@@ -52,8 +54,8 @@ struct job {
 };
 
 /* From a parsed config to a job ready to run: the parent-death signal,
- * the sockets (inherited, then bound), the templates, readiness, the
- * environment. Logs its errors; returns 0 or -errno. */
+ * the guard, the sockets (inherited, then bound), the templates,
+ * readiness, the environment. Logs its errors; returns 0 or -errno. */
 int job_setup(const struct config *config, struct job *ret);
 void job_done(struct job *job);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -70,6 +71,17 @@ fail:
         return r;
 }
 
+/* In the child, before exec: the death signal (if any), and prebind
+ * still there. prctl(2): it is cleared by fork() and refers to the
+ * parent as it was when set, which may have died already. */
+static int die_with_parent(int sig, pid_t parent) {
+        if (sig == 0)
+                return 0;
+        if (prctl(PR_SET_PDEATHSIG, sig) < 0)
+                return -errno;
+        return getppid() == parent ? 0 : -ESRCH;
+}
+
 /* Between fork (or --exec) and exec: what COMMAND must find. */
 static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_keep) {
         int r;
@@ -85,7 +97,7 @@ static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_ke
 
 int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
         int gate[2], error[2];
-        pid_t pid;
+        pid_t parent = getpid(), pid;
 
         if (pipe2(gate, O_CLOEXEC) < 0)
                 return -errno;
@@ -121,6 +133,9 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                         fprintf(stderr, "prebind: cannot enter the network namespace (--netns): %s\n", strerror(err));
                         _exit(EXIT_PREBIND_FAILED);
                 }
+                /* After joining the namespace: a change of credentials
+                 * would clear it. prebind gone already: the gate tells. */
+                (void) die_with_parent(plan->death_signal, parent);
                 /* Before the sockets are laid out: the pipes may sit where
                  * a socket goes (their copies here are close-on-exec). */
                 if ((plan->stdout_fd > 0 && dup2(plan->stdout_fd, STDOUT_FILENO) < 0) ||
@@ -189,7 +204,7 @@ static void write_error(const char *what, const char *name, int err) {
 
 pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {
         sigset_t none;
-        pid_t pid;
+        pid_t parent = getpid(), pid;
         int r;
 
         /* fork(), not vfork(): with vfork() the parent waits for each
@@ -202,6 +217,9 @@ pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {
                 return pid < 0 ? -errno : pid;
         if (plan->new_process_group)
                 setpgid(0, 0);
+        /* prebind already gone: its connection is nobody's to serve. */
+        if (die_with_parent(plan->death_signal, parent) == -ESRCH)
+                _exit(EXIT_PREBIND_FAILED);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         child_env_set_pid(plan->env, getpid());

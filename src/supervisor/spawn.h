@@ -30,6 +30,9 @@ struct spawn_plan {
         /* Every signal disposition is SIG_DFL already (the supervisor set
          * them): the child then only clears its mask. */
         bool dispositions_are_default;
+        /* The kernel's parent-death signal for COMMAND (PR_SET_PDEATHSIG):
+         * it does not outlive prebind. 0: none (--no-die-with-supervisor). */
+        int death_signal;
         /* --netns: join this network namespace (and user namespace, if
          * >= 0) before anything else. */
         bool join_netns;

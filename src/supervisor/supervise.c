@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "compat.h"
+#include "guard.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "loop.h"
@@ -137,6 +138,12 @@ static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
 
 static int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata);
 
+static void forget_pidfd(struct supervisor *s) {
+        if (s->pidfd >= 0)
+                close(s->pidfd);
+        s->pidfd = -1;
+}
+
 /* --netns: a new namespace for each COMMAND, and its notification socket
  * made there (abstract unix names are per network namespace). */
 static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
@@ -171,15 +178,25 @@ static int start_command(struct supervisor *s) {
                 /* pipe2() or fork(): out of fds or processes. */
                 return log_error_errno(r, "cannot start '%s': %m", command_name(s));
 
+        /* Our own child cannot be reaped by anyone else, so its pid is not
+         * reused while we hold it: the pidfd is a precise exit event. The
+         * guard watches it before it may exec: a prebind killed before
+         * that closes the gate, and the child exits unexec'd. */
+        s->pidfd = (int) syscall(SYS_pidfd_open, child.pid, 0);
+        guard_watch(s->job->guard, child.pid, s->pidfd, s->config->group);
         if (!needs_ready && (r = job_publish(s->job, child.pid)) < 0) {
                 /* Closing the gate unopened makes the child exit unexec'd. */
                 spawn_abandon(&child);
+                guard_unwatch(s->job->guard);
+                forget_pidfd(s);
                 return r;
         }
         r = spawn_release(&child);
         if (r < 0) {
                 log_error_errno(r, "cannot run '%s': %m", command_name(s));
                 waitpid(child.pid, NULL, 0);
+                guard_unwatch(s->job->guard);
+                forget_pidfd(s);
                 s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
                 return r;
         }
@@ -187,9 +204,6 @@ static int start_command(struct supervisor *s) {
         s->group = s->config->group ? child.pid : 0;
         log_debug("started '%s' as pid %d", command_name(s), (int) child.pid);
 
-        /* Our own child cannot be reaped by anyone else, so its pid is not
-         * reused while we hold it: the pidfd is a precise exit event. */
-        s->pidfd = (int) syscall(SYS_pidfd_open, child.pid, 0);
         if (s->pidfd >= 0 && loop_add(s->loop, s->pidfd, EPOLLIN, on_pidfd, s) < 0) {
                 close(s->pidfd);
                 s->pidfd = -1;
@@ -317,6 +331,9 @@ static void command_exited(struct supervisor *s, int status) {
         disarm_timer(s, &s->kill_timer_fd);
         s->outcome = (struct outcome) { OUTCOME_EXITED, status };
         log_debug("'%s' ended, exit status %d", command_name(s), status);
+        /* Before the event, which may start the next COMMAND. */
+        if (!group_left(s))
+                guard_unwatch(s->job->guard);
         on_event(s, LC_EXITED);
 }
 
@@ -339,8 +356,10 @@ static void reap(struct supervisor *s) {
                         command_status = status;
         if (command_status >= 0)
                 command_exited(s, command_status);
-        if (s->state == LC_DRAINING && !group_left(s))
+        if (s->state == LC_DRAINING && !group_left(s)) {
+                guard_unwatch(s->job->guard);
                 on_event(s, LC_GROUP_GONE);
+        }
 }
 
 static int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata) {

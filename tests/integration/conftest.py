@@ -323,6 +323,28 @@ def pid_alive(pid):
         return False
 
 
+def command_child(pid, variable):
+    """The child of prebind pid that runs COMMAND: the one whose environment
+    holds variable (one prebind sets for COMMAND, such as NOTIFY_SOCKET).
+    Its first child alone may be the guard's short-lived intermediate
+    (src/guard.c), or COMMAND before its exec. Waits up to TIMEOUT; None if
+    there is none."""
+    def find():
+        try:
+            children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+        except FileNotFoundError:
+            return None
+        for child in children:
+            try:
+                env = open(f"/proc/{child}/environ", "rb").read().split(b"\0")
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if any(e.startswith(variable.encode() + b"=") for e in env):
+                return int(child)
+        return None
+    return wait_for(find)
+
+
 def probe_json(text):
     return json.loads(text)
 

@@ -29,7 +29,8 @@ import types
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, child_of, environ_of, pid_alive, public_prebind, run, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, child_of, command_child, environ_of, pid_alive, public_prebind, run, \
+    wait_for
 
 NOBODY = 65534
 WRAPPED = bool(os.environ.get("PREBIND_WRAPPER"))  # valgrind: fds and timing are not prebind's own
@@ -366,9 +367,8 @@ class NotifyJob:
         self.err_file = open(self.err, "w")
         self.p = start(["--ready=120s", f"--port-file={self.pf}", "--", PYTHON, "-c", NOTIFIER, case,
                         str(self.work)], stderr=self.err_file)
-        self.child = child_of(self.p.pid)
-        assert self.child, "COMMAND did not start"
-        assert wait_for(lambda: "NOTIFY_SOCKET" in environ_of(self.child)), "COMMAND was not exec'd"
+        self.child = command_child(self.p.pid, "NOTIFY_SOCKET")
+        assert self.child, "COMMAND was not exec'd"
         self.address = environ_of(self.child)["NOTIFY_SOCKET"]
         # prebind arms the --ready timer last, once COMMAND runs: its fds
         # are settled from then on.
@@ -686,8 +686,8 @@ def cpu_seconds(pid):
 
 @pytest.mark.skipif(WRAPPED, reason="a wrapper (valgrind) uses fds of its own")
 def test_fd_exhaustion_in_accept_mode_backs_off_and_keeps_serving(tmp_path):
-    """At ulimit -n 6, prebind listens (fd 3), reads signals (fd 4) and
-    waits on its event loop (epoll, fd 5), but accept() has no fd left for
+    """At ulimit -n 7, prebind talks to its guard (fd 3), listens (fd 4),
+    reads signals (fd 5) and waits on its event loop (epoll, fd 6), but accept() has no fd left for
     the connection: EMFILE. It neither spins nor stops the service (issue
     21: one accept(2) policy with the forwarder): the connection waits in
     the backlog, the failure is said once, and once fds are free again
@@ -698,7 +698,7 @@ def test_fd_exhaustion_in_accept_mode_backs_off_and_keeps_serving(tmp_path):
     # blocks once it is full, instead of filling a disk.
     p = subprocess.Popen([PREBIND, "-q", "--print", "--accept", "--inetd", "--", "sh", "-c", "echo served"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (6, 64)))
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (7, 64)))
     try:
         port = int(p.stdout.readline())
         client = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)  # queued in the backlog

@@ -41,41 +41,37 @@ def test_every_catchable_and_realtime_signal_is_forwarded_exactly_once(start, tm
     assert read_log(log) == [int(s) for s in sent] + [signal.SIGTERM]
 
 
-GROUP_SCRIPT = """trap '' USR1 HUP; "$0" --signal-log "$1" --sleep 20 >/dev/null & echo $! > "$2"; wait"""
-
-
-def has_open(pid, path):
-    """Has pid the file path open? Its fds come and go while we look."""
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
-                return True
-        except FileNotFoundError:
-            pass
-    return False
+# The grandchild writes its report ($3) once its handlers are installed.
+GROUP_SCRIPT = """trap '' USR1 HUP; PROBE_OUT="$3" "$0" --signal-log "$1" --sleep 20 >/dev/null & echo $! > "$2"; wait"""
 
 
 @pytest.mark.parametrize("group", [True, False])
 def test_group_reaches_a_grandchild(start, tmp_path, group):
-    log, pidfile = tmp_path / "signals", tmp_path / "pid"
+    """Every wait is for the state asserted next, none for time: the
+    grandchild's report says its handlers are in; without --group, sh is
+    stopped by prebind's SIGTERM while the grandchild still runs (had the
+    test ended the grandchild first, sh's 'wait' could return, and sh exit
+    0, before the SIGTERM was forwarded), and a signal sent to the
+    grandchild afterwards shows that SIGUSR1 never came: pending standard
+    signals are delivered lowest number first."""
+    log, pidfile, report = tmp_path / "signals", tmp_path / "pid", tmp_path / "report"
     p = start(["-q", *(["--group"] if group else []), "--", "sh", "-c", GROUP_SCRIPT, PROBE, str(log),
-               str(pidfile)])
-    assert wait_for(lambda: pidfile.exists() and pidfile.read_text().strip())
+               str(pidfile), str(report)])
+    assert wait_for(lambda: report.exists() and pidfile.exists() and pidfile.read_text().strip())
     grandchild = int(pidfile.read_text())
-    # The probe opens its log before it installs its handlers: wait for that.
-    assert wait_for(lambda: has_open(grandchild, log))
-    time.sleep(0.2)
     p.send(signal.SIGUSR1)
     if group:
         assert wait_log(log, 1)
         assert read_log(log) == [signal.SIGUSR1]
         assert os.getpgid(grandchild) != os.getpgid(p.pid)
-    else:
-        time.sleep(0.5)
-        assert read_log(log) == []
-        os.kill(grandchild, signal.SIGTERM)
     p.send(signal.SIGTERM)
     assert p.wait() == 128 + signal.SIGTERM  # sh itself is killed by SIGTERM
+    if not group:
+        assert pid_alive(grandchild)
+        os.kill(grandchild, signal.SIGUSR2)
+        assert wait_log(log, 1)
+        assert read_log(log) == [signal.SIGUSR2]
+        os.kill(grandchild, signal.SIGTERM)
     assert wait_for(lambda: not pid_alive(grandchild))
 
 

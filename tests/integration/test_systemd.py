@@ -8,7 +8,8 @@ import socket
 import subprocess
 import time
 
-from conftest import EXAMPLE_C_SERVER, PREBIND, PYTHON, SERVERS, TIMEOUT, http_get, pid_alive, run, server, wait_for
+from conftest import (EXAMPLE_C_SERVER, PREBIND, PYTHON, SERVERS, TIMEOUT, command_child, http_get, pid_alive, run,
+                      server, wait_for)
 
 
 def child_of(pid):
@@ -77,15 +78,10 @@ def test_exit_before_ready_passes_the_status_and_publishes_nothing(tmp_path):
 def test_forged_ready_from_another_process_is_ignored(start, tmp_path):
     pf = tmp_path / "port"
     p = start(["--ready=20s", f"--port-file={pf}", "--", *notify_server("sleep:1.5", "send:READY=1")])
-    assert wait_for(lambda: os.path.exists(f"/proc/{p.pid}/task/{p.pid}/children")
-                    and open(f"/proc/{p.pid}/task/{p.pid}/children").read().strip())
-    child = child_of(p.pid)
-
-    def command_env():
-        return dict(e.split("=", 1) for e in open(f"/proc/{child}/environ").read().split("\0") if "=" in e)
-
-    assert wait_for(lambda: "NOTIFY_SOCKET" in command_env())  # COMMAND has been exec'd
-    address = command_env()["NOTIFY_SOCKET"]
+    child = command_child(p.pid, "NOTIFY_SOCKET")  # COMMAND has been exec'd
+    assert child
+    env = dict(e.split("=", 1) for e in open(f"/proc/{child}/environ").read().split("\0") if "=" in e)
+    address = env["NOTIFY_SOCKET"]
     assert address.startswith("@")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:  # this test is not COMMAND
         s.sendto(b"READY=1", "\0" + address[1:])

@@ -62,7 +62,7 @@ START_TEST(test_atomic_content_and_fd) {
         struct stat by_path, by_fd;
         int fd = -1;
 
-        ck_assert_int_eq(write_file_atomic(path, "41234\n", &fd), 0);
+        ck_assert_int_eq(write_file_atomic(path, "41234\n", NULL, &fd), 0);
         ck_assert_int_ge(fd, 0);
         ck_assert_str_eq(contents(path), "41234\n");
         ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
@@ -85,7 +85,7 @@ START_TEST(test_atomic_mode_follows_umask) {
                 mode_t old = umask(masks[i]);
                 int fd;
 
-                ck_assert_int_eq(write_file_atomic(path, "x", &fd), 0);
+                ck_assert_int_eq(write_file_atomic(path, "x", NULL, &fd), 0);
                 ck_assert_int_eq(umask(old), masks[i]); /* restored */
                 ck_assert_int_eq(stat(path, &st), 0);
                 ck_assert_int_eq(st.st_mode & 07777, 0666 & ~masks[i]);
@@ -99,12 +99,12 @@ START_TEST(test_atomic_replaces_a_regular_file) {
         int fd;
 
         write_plain(path, "old content, longer than the new one\n");
-        ck_assert_int_eq(write_file_atomic(path, "new\n", &fd), 0);
+        ck_assert_int_eq(write_file_atomic(path, "new\n", NULL, &fd), 0);
         ck_assert_str_eq(contents(path), "new\n");
         ck_assert_int_eq(entries(), 1);
         close(fd);
         /* An empty content is a file too. */
-        ck_assert_int_eq(write_file_atomic(path, "", &fd), 0);
+        ck_assert_int_eq(write_file_atomic(path, "", NULL, &fd), 0);
         ck_assert_str_eq(contents(path), "");
         close(fd);
 }
@@ -121,9 +121,9 @@ START_TEST(test_atomic_refuses_what_is_not_a_regular_file) {
         ck_assert_int_eq(mkfifo(fifo, 0600), 0);
         ck_assert_int_eq(mkdir(subdir, 0700), 0);
 
-        ck_assert_int_eq(write_file_atomic(link, "x", &fd), -EEXIST);
-        ck_assert_int_eq(write_file_atomic(fifo, "x", &fd), -EEXIST);
-        ck_assert_int_eq(write_file_atomic(subdir, "x", &fd), -EEXIST);
+        ck_assert_int_eq(write_file_atomic(link, "x", NULL, &fd), -EEXIST);
+        ck_assert_int_eq(write_file_atomic(fifo, "x", NULL, &fd), -EEXIST);
+        ck_assert_int_eq(write_file_atomic(subdir, "x", NULL, &fd), -EEXIST);
         ck_assert_int_eq(fd, -7);
         /* All untouched, and nothing added. */
         ck_assert_int_eq(lstat(link, &st), 0);
@@ -141,7 +141,7 @@ START_TEST(test_atomic_device_is_refused) {
         int fd;
 
         /* As root, rename(2) would turn /dev/null into a file. */
-        ck_assert_int_eq(write_file_atomic("/dev/null", "x", &fd), -EEXIST);
+        ck_assert_int_eq(write_file_atomic("/dev/null", "x", NULL, &fd), -EEXIST);
         {
                 struct stat st;
                 ck_assert_int_eq(stat("/dev/null", &st), 0);
@@ -161,7 +161,7 @@ static int write_limited_to_one_byte(const char *path, const char *content, int 
         ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
         one.rlim_max = old.rlim_max;
         ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &one), 0);
-        r = write_file_atomic(path, content, ret_fd);
+        r = write_file_atomic(path, content, NULL, ret_fd);
         setrlimit(RLIMIT_FSIZE, &old);
         signal(SIGXFSZ, old_handler);
         return r;
@@ -189,7 +189,7 @@ END_TEST
 START_TEST(test_atomic_missing_directory) {
         int fd = -7;
 
-        ck_assert_int_eq(write_file_atomic(unit_path("no/such/file"), "x", &fd), -ENOENT);
+        ck_assert_int_eq(write_file_atomic(unit_path("no/such/file"), "x", NULL, &fd), -ENOENT);
         ck_assert_int_eq(fd, -7);
         ck_assert_int_eq(entries(), 0);
 }
@@ -251,7 +251,7 @@ START_TEST(test_publish_nowhere_logs_and_holds_nothing) {
         struct config c = config_none();
         struct publication p = { .port_file = "x", .port_file_fd = 99 };
 
-        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, &p), 0);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, NULL, &p), 0);
         ck_assert_ptr_null(p.port_file);
         ck_assert_int_eq(p.port_file_fd, -1);
         ck_assert_int_eq(entries(), 0);
@@ -266,7 +266,7 @@ START_TEST(test_publish_to_port_fd_then_eof) {
 
         ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
         c.port_fd = pipefd[1];
-        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, &p), 0);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, NULL, &p), 0);
         /* read_all() returns: the write end was closed (the reader's EOF). */
         ck_assert_str_eq(read_all(pipefd[0]), "41234\n8080\n");
         ck_assert_int_eq(fcntl(pipefd[1], F_GETFD), -1);
@@ -284,7 +284,7 @@ START_TEST(test_publish_port_fd_in_json) {
         ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
         c.port_fd = pipefd[1];
         c.format = FORMAT_JSON;
-        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, &p), 0);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, NULL, &p), 0);
         text = read_all(pipefd[0]);
         ck_assert_ptr_nonnull(strstr(text, "41234"));
         ck_assert_ptr_nonnull(strstr(text, "\"web\""));
@@ -304,7 +304,7 @@ START_TEST(test_publish_port_fd_write_error) {
         close(pipefd[0]);
         c.port_fd = pipefd[1];
         c.port_file = unit_path("port");
-        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, &p), -EPIPE);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, NULL, &p), -EPIPE);
         signal(SIGPIPE, SIG_DFL);
         /* Closed all the same; the port file not written after the error. */
         ck_assert_int_eq(fcntl(pipefd[1], F_GETFD), -1);
@@ -323,7 +323,7 @@ START_TEST(test_publish_to_stdout) {
         close(pipefd[1]);
         c.print = true;
         c.print_format = FORMAT_ADDR;
-        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, &p), 0);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, NULL, &p), 0);
         /* stdout stays open (it is not --port-fd): close it to read to EOF. */
         ck_assert_int_ne(fcntl(STDOUT_FILENO, F_GETFD), -1);
         dup2(saved, STDOUT_FILENO);
@@ -341,7 +341,7 @@ START_TEST(test_publish_port_file_and_withdraw) {
 
         c.port_file = path;
         c.format = FORMAT_URL;
-        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, &p), 0);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, NULL, &p), 0);
         ck_assert_str_eq(p.port_file, path);
         ck_assert_int_ge(p.port_file_fd, 0);
         ck_assert_str_eq(contents(path), "http://127.0.0.1:41234\nhttp://[::1]:8080\n");
@@ -369,7 +369,7 @@ START_TEST(test_publish_everywhere_at_once) {
         c.print_format = FORMAT_URL;
         c.port_file = unit_path("port");
         c.format = FORMAT_PORT;
-        ck_assert_int_eq(publish_addresses(&c, sockets, 1, 100, 101, &p), 0);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 1, 100, 101, NULL, &p), 0);
         dup2(saved, STDOUT_FILENO);
         close(saved);
         /* --format for --port-fd and --port-file, --print's own for stdout. */
@@ -388,7 +388,7 @@ START_TEST(test_publish_port_file_not_regular) {
 
         c.port_file = unit_path("dir");
         ck_assert_int_eq(mkdir(c.port_file, 0700), 0);
-        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, &p), -EEXIST);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, NULL, &p), -EEXIST);
         ck_assert_ptr_null(p.port_file);
         ck_assert_int_eq(entries(), 1);
         /* Nothing to withdraw: the directory stays. */
@@ -403,7 +403,7 @@ START_TEST(test_withdraw_leaves_a_replaced_file) {
         const char *path = unit_path("port"), *other = unit_path("other");
 
         c.port_file = path;
-        ck_assert_int_eq(publish_addresses(&c, sockets, 1, 100, 101, &p), 0);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 1, 100, 101, NULL, &p), 0);
         /* Another prebind (or a user) put its own file in place since. */
         write_plain(other, "someone else's\n");
         ck_assert_int_eq(rename(other, path), 0);
@@ -419,7 +419,7 @@ START_TEST(test_withdraw_after_the_file_is_gone) {
         const char *path = unit_path("port");
 
         c.port_file = path;
-        ck_assert_int_eq(publish_addresses(&c, sockets, 1, 100, 101, &p), 0);
+        ck_assert_int_eq(publish_addresses(&c, sockets, 1, 100, 101, NULL, &p), 0);
         ck_assert_int_eq(unlink(path), 0);
         publication_withdraw(&p);
         ck_assert_int_eq(access(path, F_OK), -1);

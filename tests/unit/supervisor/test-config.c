@@ -843,8 +843,12 @@ START_TEST(test_supervision_options) {
         ck_assert_uint_eq(cfg.kill_after_usec, 10 * USEC);
         ck_assert(cfg.die_with_parent);
         ck_assert(cfg.subreaper);
+        ck_assert(!cfg.no_die_with_supervisor);
         for (int i = 0; i < 256; i++)
                 ck_assert_msg(cfg.success_status[i] == (i == 143 || i == 0), "success status %d", i);
+        ck_assert_int_eq(parse(ARGV("prebind", "--no-die-with-supervisor", "srv")), 1);
+        ck_assert(cfg.no_die_with_supervisor);
+        check_usage_error(ARGV("prebind", "--no-die-with-supervisor=1", "srv"), NULL);
         ck_assert_int_eq(parse(ARGV("prebind", "--kill-after", "500ms", "--success-status=255", "srv")), 1);
         ck_assert_uint_eq(cfg.kill_after_usec, 500000);
         ck_assert(cfg.success_status[255]);
@@ -891,6 +895,7 @@ static const struct {
         { "--exec", "--group", NULL },
         { "--exec", "--kill-after=1s", NULL },
         { "--exec", "--die-with-parent", NULL },
+        { "--exec", "--no-die-with-supervisor", NULL },
         { "--exec", "--subreaper", NULL },
         { "--exec", "--success-status=143", NULL },
         { "--netns", "--exec", "--netns needs one supervised COMMAND: it cannot be combined with --exec or --accept" },
@@ -898,7 +903,7 @@ static const struct {
 };
 
 #define EXEC_CONFLICT "--exec leaves no supervisor: it cannot be combined with --ready, --group, --kill-after, " \
-                      "--die-with-parent, --subreaper or --success-status"
+                      "--die-with-parent, --no-die-with-supervisor, --subreaper or --success-status"
 
 START_TEST(test_conflicts) {
         const char *message = conflicts[_i].message ?: EXEC_CONFLICT;

@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fd.h"
+#include "guard.h"
+#include "log.h"
+#include "macro.h"
+#include "parse.h"
+#include "signals.h"
+
+/* How long prebind waits, on a clean exit, for the guard to be gone. */
+#define GUARD_EXIT_WAIT_MS 2000
+/* While COMMAND has its grace, how often the guard looks whether it (and
+ * its group, for which there is no event) is gone. */
+#define GUARD_POLL_MS 10
+
+enum guard_request {
+        GUARD_WATCH = 1,        /* pid, group; COMMAND's pidfd attached, if it has one */
+        GUARD_UNWATCH,
+        GUARD_FILE,             /* kind, path; an fd on the file once it exists */
+        GUARD_FORGET,           /* path */
+        GUARD_DONE,             /* prebind exits cleanly: so does the guard, doing nothing */
+};
+
+struct guard_header {
+        uint32_t request;       /* enum guard_request */
+        uint32_t kind;          /* GUARD_FILE: enum guard_file_kind */
+        int32_t pid;            /* GUARD_WATCH */
+        uint32_t group;         /* GUARD_WATCH: pid leads a process group of its own */
+};
+
+/* One message: the header, then a NUL-terminated path for the file
+ * requests. */
+struct guard_message {
+        struct guard_header h;
+        char path[PATH_MAX + 16];
+};
+
+struct guard {
+        int fd;                 /* prebind's end of the socket pair */
+        bool lost;              /* a message could not be sent: said once, none sent after */
+        const char *command_name;
+};
+
+/* ---- the guard process ------------------------------------------------------ */
+
+struct guarded_file {
+        char *path;
+        enum guard_file_kind kind;
+        int fd;                 /* on the file prebind made; -1 while only expected */
+};
+
+struct guard_state {
+        pid_t prebind;
+        const char *command_name;
+        uint64_t grace_usec;
+        pid_t pid;              /* COMMAND; 0: none */
+        bool group;
+        int pidfd;              /* COMMAND's; -1 */
+        struct guarded_file *files;
+        size_t n_files;
+};
+
+static struct guarded_file *file_find(struct guard_state *st, const char *path) {
+        for (size_t i = 0; i < st->n_files; i++)
+                if (strcmp(st->files[i].path, path) == 0)
+                        return &st->files[i];
+        return NULL;
+}
+
+static void file_forget(struct guard_state *st, const char *path) {
+        struct guarded_file *f = file_find(st, path);
+
+        if (!f)
+                return;
+        if (f->fd >= 0)
+                close(f->fd);
+        free(f->path);
+        *f = st->files[--st->n_files];
+}
+
+static void file_set(struct guard_state *st, enum guard_file_kind kind, const char *path, int fd) {
+        struct guarded_file *f = file_find(st, path), *grown;
+
+        if (!f) {
+                grown = realloc(st->files, (st->n_files + 1) * sizeof *grown);
+                if (!grown) {
+                        /* Out of memory in the guard: this file stays, but
+                         * the guard goes on watching COMMAND. */
+                        if (fd >= 0)
+                                close(fd);
+                        return;
+                }
+                st->files = grown;
+                f = &st->files[st->n_files];
+                *f = (struct guarded_file) { .path = strdup(path), .fd = -1 };
+                if (!f->path) {
+                        if (fd >= 0)
+                                close(fd);
+                        return;
+                }
+                st->n_files++;
+        }
+        if (f->fd >= 0)
+                close(f->fd);
+        f->kind = kind;
+        f->fd = fd;
+}
+
+static void watch(struct guard_state *st, pid_t pid, bool group, int pidfd) {
+        if (st->pidfd >= 0)
+                close(st->pidfd);
+        st->pid = pid;
+        st->group = group;
+        st->pidfd = pidfd;
+}
+
+/* COMMAND's process group is signalled as a group only while it can be
+ * no other: its number stays taken while it has a member, and Linux hands
+ * out pids in turn (cyclically), so it comes back only after every other
+ * pid has been given out. COMMAND alone is signalled through its pidfd,
+ * which no reuse of its pid can fool. */
+static void signal_command(const struct guard_state *st, int sig) {
+        if (st->group)
+                (void) kill(-st->pid, sig);
+        else if (st->pidfd >= 0)
+                (void) syscall(SYS_pidfd_send_signal, st->pidfd, sig, NULL, 0U);
+        else
+                (void) kill(st->pid, sig);
+}
+
+/* Has process group pgid a member that is not a zombie? kill(-pgid, 0)
+ * counts zombies too, and those of a killed prebind wait for init to reap
+ * them — for ever, where PID 1 does not reap (some containers). So the
+ * members are looked up in /proc, each one's state and group from its
+ * stat line (proc(5): after the ')' that ends the name). */
+static bool group_has_live_member(pid_t pgid) {
+        DIR *d;
+        struct dirent *de;
+        bool live = false;
+
+        if (kill(-pgid, 0) < 0 && errno == ESRCH)
+                return false;
+        d = opendir("/proc");
+        if (!d)
+                return true;
+        while (!live && (de = readdir(d))) {
+                char path[64], line[512], *end, state;
+                unsigned long pid;
+                long ppid, pgrp;
+                ssize_t k;
+                int fd;
+
+                if (parse_uint(de->d_name, 1, INT32_MAX, &pid) < 0)
+                        continue;
+                snprintf(path, sizeof path, "/proc/%lu/stat", pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                k = read(fd, line, sizeof line - 1);
+                close(fd);
+                if (k <= 0)
+                        continue;
+                line[k] = '\0';
+                end = strrchr(line, ')');
+                if (end && sscanf(end + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == (long) pgid &&
+                    state != 'Z' && state != 'X')
+                        live = true;
+        }
+        closedir(d);
+        return live;
+}
+
+static bool command_gone(const struct guard_state *st) {
+        struct pollfd p = { .fd = st->pidfd, .events = POLLIN };
+
+        if (st->group)
+                return !group_has_live_member(st->pid);
+        /* The pidfd is readable once COMMAND has exited, zombie or not. */
+        if (st->pidfd >= 0)
+                return poll(&p, 1, 0) == 1;
+        return kill(st->pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Up to the grace for COMMAND to end after SIGTERM, then SIGKILL. */
+static void wait_or_kill_command(const struct guard_state *st, uint64_t deadline) {
+        while (!command_gone(st)) {
+                if (now_usec() >= deadline) {
+                        signal_command(st, SIGKILL);
+                        return;
+                }
+                (void) poll(NULL, 0, GUARD_POLL_MS);
+        }
+}
+
+/* Remove a file prebind made, if it is still that one; or (expected)
+ * one it was about to make, if no one else can have made what is there. */
+static void file_remove(const struct guarded_file *f, bool expected) {
+        struct stat ours, there;
+
+        if ((f->fd < 0) != expected || lstat(f->path, &there) < 0)
+                return;
+        if (f->fd >= 0) {
+                if (fstat(f->fd, &ours) == 0 && ours.st_dev == there.st_dev && ours.st_ino == there.st_ino)
+                        (void) unlink(f->path);
+                return;
+        }
+        /* Expected only: prebind died between choosing the name and
+         * telling the guard what it made there. A temporary name is
+         * prebind's own (random, created with O_EXCL); a socket file is
+         * removed only if nobody listens on it, as prebind itself removes
+         * a stale one before it binds. */
+        if ((f->kind == GUARD_FILE_REGULAR && S_ISREG(there.st_mode)) ||
+            (f->kind == GUARD_FILE_SOCKET && S_ISSOCK(there.st_mode) && unix_socket_is_stale(f->path)))
+                (void) unlink(f->path);
+}
+
+/* prebind is dead: stop COMMAND and take back what prebind published. */
+static void prebind_died(struct guard_state *st) {
+        uint64_t deadline = now_usec() + st->grace_usec;
+
+        if (st->pid > 0) {
+                log_info("prebind (pid %d) was killed: stopping '%s' (pid %d%s)", (int) st->prebind,
+                         st->command_name, (int) st->pid, st->group ? " and its process group" : "");
+                signal_command(st, SIGTERM);
+                /* Stopped members would not see it before SIGCONT. */
+                if (st->group)
+                        signal_command(st, SIGCONT);
+        }
+        /* What prebind made goes at once: no client finds the address
+         * of a server that is stopping. */
+        for (size_t i = 0; i < st->n_files; i++)
+                file_remove(&st->files[i], false);
+        if (st->pid > 0)
+                wait_or_kill_command(st, deadline);
+        /* After COMMAND: an expected socket file is judged by whether
+         * anyone still listens on it. */
+        for (size_t i = 0; i < st->n_files; i++)
+                file_remove(&st->files[i], true);
+}
+
+static _Noreturn void guard_main(int sock, pid_t prebind, const char *command_name, uint64_t grace_usec) {
+        struct guard_state st = {
+                .prebind = prebind, .command_name = command_name, .grace_usec = grace_usec, .pidfd = -1,
+        };
+        static struct guard_message m;
+
+        for (;;) {
+                size_t len;
+                int fd = -1, n = fd_recv_message(sock, &m, sizeof m, &fd, 1, &len);
+                const char *path = NULL;
+
+                if (n == -EBADMSG)
+                        continue;
+                /* EOF (or the socket failing) with no GUARD_DONE first:
+                 * prebind is gone. */
+                if (n < 0 || len == 0)
+                        break;
+                if (len > sizeof m.h && ((char *) &m)[len - 1] == '\0')
+                        path = m.path;
+                switch (len >= sizeof m.h ? m.h.request : 0) {
+                case GUARD_DONE:
+                        _exit(0);
+                case GUARD_WATCH:
+                        watch(&st, m.h.pid, m.h.group != 0, fd);
+                        fd = -1;
+                        break;
+                case GUARD_UNWATCH:
+                        watch(&st, 0, false, -1);
+                        break;
+                case GUARD_FILE:
+                        if (path) {
+                                file_set(&st, (enum guard_file_kind) m.h.kind, path, fd);
+                                fd = -1;
+                        }
+                        break;
+                case GUARD_FORGET:
+                        if (path)
+                                file_forget(&st, path);
+                        break;
+                default:
+                        break;
+                }
+                if (fd >= 0)
+                        close(fd);
+        }
+        prebind_died(&st);
+        _exit(0);
+}
+
+/* In the intermediate child: a session of its own (a kill of prebind's
+ * process group misses it, and no terminal is its controlling one: no
+ * SIGTTOU for its one message, no hangup), /dev/null for stdin and stdout
+ * (a reader of prebind's stdout waits for no guard), stderr kept for the
+ * message, the socket at fd 3 and nothing else. Returns 3, or -errno. */
+static int guard_detach(int *sock) {
+        int null, r;
+
+        if (setsid() < 0)
+                return -errno;
+        null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
+                return -errno;
+        if (*sock != 3) {
+                if (dup2(*sock, 3) < 0)
+                        return -errno;
+                *sock = 3;
+        }
+        if ((r = fd_range(4, ~0U, FD_CLOSE)) < 0)
+                return r;
+        signals_reset(false);
+        /* The guard writes to stderr, whose reader may be gone; and only a
+         * kill() can send it anything else. SIGTERM stays fatal. */
+        signal(SIGPIPE, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        signal(SIGQUIT, SIG_IGN);
+        (void) prctl(PR_SET_NAME, "prebind-guard");
+        return 0;
+}
+
+/* The first message on the socket: 0 from the guard, which runs; or the
+ * errno of what failed, from the intermediate. (Not the intermediate's
+ * exit status: under valgrind that is valgrind's --error-exitcode.) */
+static void report_start(int sock, int err) {
+        int32_t e = err;
+
+        (void) fd_send_message(sock, &e, sizeof e, NULL, 0, 0);
+}
+
+/* Once the intermediate is gone, only the guard can hold the other end:
+ * its word (report_start()), or EOF if there is no guard. 0 or -errno. */
+static int started(int fd) {
+        int32_t err = 0;
+        size_t len = 0;
+        int r = fd_recv_message(fd, &err, sizeof err, NULL, 0, &len);
+
+        if (r < 0)
+                return r;
+        if (len != sizeof err)
+                return -ECHILD;
+        return err > 0 ? -err : 0;
+}
+
+int guard_start(const char *command_name, uint64_t grace_usec, struct guard **ret) {
+        _cleanup_free_ struct guard *g = calloc(1, sizeof *g);
+        pid_t prebind = getpid(), mid;
+        int pair[2], status, r;
+
+        if (!g)
+                return -ENOMEM;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -errno;
+        /* A grandchild, not a child: prebind's only children stay COMMAND
+         * (and its probes), a kill of prebind's process tree does not
+         * reach the guard, and the session is made by the intermediate,
+         * which is no group leader. prebind waits for the intermediate: by
+         * then the guard is in its own session and holds nothing of
+         * prebind's but its end of the socket. */
+        mid = fork();
+        if (mid < 0) {
+                r = -errno;
+                close(pair[0]);
+                close(pair[1]);
+                return r;
+        }
+        if (mid == 0) {
+                int sock = pair[1];
+                pid_t pid;
+
+                close(pair[0]);
+                r = guard_detach(&sock);
+                if (r < 0) {
+                        report_start(sock, -r);
+                        _exit(EXIT_FAILURE);
+                }
+                pid = fork();
+                if (pid == 0) {
+                        report_start(sock, 0);
+                        guard_main(sock, prebind, command_name, grace_usec);
+                }
+                if (pid < 0)
+                        report_start(sock, errno);
+                _exit(pid < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
+        }
+        close(pair[1]);
+        /* ECHILD: SIGCHLD is ignored (inherited), and the kernel reaped it. */
+        while (waitpid(mid, &status, 0) < 0 && errno == EINTR)
+                ;
+        r = started(pair[0]);
+        if (r < 0) {
+                close(pair[0]);
+                return r;
+        }
+        g->fd = pair[0];
+        g->command_name = command_name;
+        *ret = TAKE_PTR(g);
+        return 0;
+}
+
+/* ---- prebind's side ------------------------------------------------------- */
+
+static void guard_send(struct guard *g, enum guard_request request, const struct guard_header *h, const char *path,
+                       int fd) {
+        static struct guard_message m;
+        size_t len = sizeof m.h;
+        int r;
+
+        if (!g || g->lost)
+                return;
+        m.h = h ? *h : (struct guard_header) { 0 };
+        m.h.request = request;
+        if (path) {
+                size_t n = strlen(path);
+
+                /* Longer than PATH_MAX: prebind could not make it either. */
+                if (n >= sizeof m.path)
+                        return;
+                memcpy(m.path, path, n + 1);
+                len += n + 1;
+        }
+        /* Never blocking: a stopped guard must not stop prebind. */
+        r = fd_send_message(g->fd, &m, len, &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT);
+        if (r < 0) {
+                g->lost = true;
+                log_error_errno(r, "the guard that stops '%s' if prebind is killed is not answering (%m): "
+                                "'%s' could outlive a killed prebind", g->command_name, g->command_name);
+        }
+}
+
+void guard_watch(struct guard *g, pid_t pid, int pidfd, bool group) {
+        struct guard_header h = { .pid = pid, .group = group };
+
+        guard_send(g, GUARD_WATCH, &h, NULL, pidfd);
+}
+
+void guard_unwatch(struct guard *g) {
+        guard_send(g, GUARD_UNWATCH, NULL, NULL, -1);
+}
+
+void guard_file_expected(struct guard *g, enum guard_file_kind kind, const char *path) {
+        struct guard_header h = { .kind = kind };
+
+        guard_send(g, GUARD_FILE, &h, path, -1);
+}
+
+void guard_file_created(struct guard *g, enum guard_file_kind kind, const char *path, int fd) {
+        struct guard_header h = { .kind = kind };
+
+        guard_send(g, GUARD_FILE, &h, path, fd);
+}
+
+void guard_file_created_at(struct guard *g, enum guard_file_kind kind, const char *path, dev_t dev, ino_t ino) {
+        struct stat st;
+        int fd;
+
+        if (!g || g->lost)
+                return;
+        /* An O_PATH fd: it opens a socket file too, and holds the inode,
+         * so that its number is not reused while the guard compares. */
+        fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino)
+                guard_file_created(g, kind, path, fd);
+        else
+                guard_file_forget(g, path);
+        if (fd >= 0)
+                close(fd);
+}
+
+void guard_file_forget(struct guard *g, const char *path) {
+        guard_send(g, GUARD_FORGET, NULL, path, -1);
+}
+
+void guard_free(struct guard *g) {
+        struct pollfd p;
+
+        if (!g)
+                return;
+        guard_send(g, GUARD_DONE, NULL, NULL, -1);
+        /* The guard's end closes when it exits: wait for that, so that no
+         * guard outlives a prebind that exited. Bounded: a stopped guard
+         * exits when it is continued, having GUARD_DONE queued. */
+        p = (struct pollfd) { .fd = g->fd, .events = POLLIN };
+        if (!g->lost)
+                while (poll(&p, 1, GUARD_EXIT_WAIT_MS) < 0 && errno == EINTR)
+                        ;
+        close(g->fd);
+        free(g);
+}

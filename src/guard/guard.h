@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The guard: COMMAND does not outlive prebind, even when prebind is
+ * SIGKILLed (issue 20).
+ *
+ * COMMAND itself gets the kernel's parent-death signal (spawn.c); but that
+ * is cleared by a set-user-ID exec or a change of credentials, and never
+ * reaches the rest of a --group process group. So a small process watches
+ * prebind from outside: a grandchild of prebind in a session of its own
+ * (a kill of prebind's process group, or of prebind's process tree, does
+ * not take it along) that holds one end of a socket pair and nothing else
+ * of prebind's — no listening socket, no pipe, not stdin or stdout. prebind
+ * tells it over the socket which COMMAND runs (its pidfd) and which files
+ * it creates (the --port-file, unix socket files). When the socket reaches
+ * EOF without a word from prebind, prebind is dead: the guard sends SIGTERM
+ * to COMMAND (and its group), removes the files that are still prebind's,
+ * sends SIGKILL to what is left after the grace, and exits. On a clean
+ * exit prebind says so and waits until the guard is gone.
+ *
+ * Every function takes NULL for "no guard" (--exec, --no-die-with-supervisor,
+ * prebind as PID 1) and then does nothing. Messages are sent without
+ * waiting: a guard that is gone or stopped is warned about once, and
+ * prebind goes on without it. */
+struct guard;
+
+enum guard_file_kind {
+        GUARD_FILE_REGULAR,     /* the port file, and its temporary name */
+        GUARD_FILE_SOCKET,      /* a unix socket file */
+};
+
+/* Start a guard. command_name is for its message; grace_usec how long
+ * COMMAND has between SIGTERM and SIGKILL once prebind is dead. Returns 0
+ * or -errno (fork() failed). */
+int guard_start(const char *command_name, uint64_t grace_usec, struct guard **ret);
+
+/* prebind is done (COMMAND gone, files removed): the guard exits without
+ * doing anything, and prebind waits for that (bounded). */
+void guard_free(struct guard *g);
+
+/* COMMAND runs as pid (pidfd: its pidfd, or -1), leading a process group
+ * of its own if group. Replaces what was watched before. */
+void guard_watch(struct guard *g, pid_t pid, int pidfd, bool group);
+
+/* COMMAND and its group are gone: nothing to stop. */
+void guard_unwatch(struct guard *g);
+
+/* prebind is about to create a file at path: call before it exists.
+ * Should prebind die before guard_file_created(), the guard removes what
+ * is there only if no one else can have made it: a socket nobody listens
+ * on, or a regular file at a temporary name of prebind's own. */
+void guard_file_expected(struct guard *g, enum guard_file_kind kind, const char *path);
+
+/* The file at path exists now, and fd is open on it: the guard keeps a
+ * copy, and removes path only while it is still that file. */
+void guard_file_created(struct guard *g, enum guard_file_kind kind, const char *path, int fd);
+
+/* As guard_file_created(), for a file known by its device and inode (a
+ * unix socket file: prebind holds the socket, not the file). If what is at
+ * path is not that file, the guard forgets path. */
+void guard_file_created_at(struct guard *g, enum guard_file_kind kind, const char *path, dev_t dev, ino_t ino);
+
+/* path is not prebind's to remove (any more). */
+void guard_file_forget(struct guard *g, const char *path);

@@ -1,0 +1,348 @@
+"""A SIGKILLed prebind leaves nothing serving (issue 20): within a second
+of prebind's death COMMAND (with --group its whole process group) is
+gone, nothing accepts on the published sockets, and the port file and the
+unix socket files prebind created are removed — however early or late
+the kill comes. The guard that does it (src/guard.c) outlives a kill of
+prebind's process group, and never a clean exit.
+--no-die-with-supervisor keeps the server.
+
+Every process of one start carries a marker in its environment (prebind
+passes it on to COMMAND, and COMMAND to its children; the guard and
+prebind's own forks have it too), so what is left of a start is found in
+/proc whatever its parent, name or process group."""
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import EXAMPLE_C_SERVER, PREBIND, TIMEOUT, http_get, pid_alive, wait_for
+
+MARK = "PREBIND_KILLED_TEST"
+# The contract: gone within a second (SIGTERM at once, SIGKILL after half
+# a second). That takes the guard and COMMAND a few time slices, which a
+# CI machine whose 2 cores are shared by many jobs may not give for
+# seconds (seen: 3.4 s at load 7 under nice 10): the bound for one start
+# is DEADLINE, and the random starts must keep the second in 9 of 10.
+# Under valgrind (PREBIND_WRAPPER) the guard, a fork of prebind, runs under
+# it too. Today's binary leaves them for good.
+CONTRACT = 1.0
+DEADLINE = 20.0 if os.environ.get("PREBIND_WRAPPER") else 5.0
+# COMMAND with --group: a shell leaves a member that holds the listening
+# sockets (and would keep them accepting into the backlog), then becomes
+# the server.
+GROUP_COMMAND = ["sh", "-c", 'sleep 60 & exec "$0"', EXAMPLE_C_SERVER]
+
+
+def marked(token):
+    """Pids of the live processes whose environment has the marker."""
+    needle = f"{MARK}={token}".encode()
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read()  # empty for a zombie
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            pids.append(int(name))
+    return pids
+
+
+def listener_inodes(port):
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                inodes.add(fields[9])
+    return inodes
+
+
+def holders(inodes):
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{name}/fd"):
+                if os.readlink(f"/proc/{name}/fd/{fd}") in {f"socket:[{i}]" for i in inodes}:
+                    found.append(int(name))
+                    break
+        except OSError:
+            continue
+    return found
+
+
+def accepts_tcp(port, token):
+    """Does a socket of this start still accept on 127.0.0.1:port? A
+    connect that completes into a backlog counts. The port may have gone
+    to another test's server since: only a listener held by nothing of
+    this start is that."""
+    c = socket.socket()
+    c.settimeout(1)
+    try:
+        c.connect(("127.0.0.1", port))
+    except OSError:
+        return False
+    finally:
+        c.close()
+    held_by = holders(listener_inodes(port))
+    return not held_by or bool(set(held_by) & set(marked(token)))
+
+
+def leftovers(token, directory, ports):
+    """What is left of one start: its processes, files in its directory,
+    ports that accept."""
+    left = [f"pid {pid}: {open(f'/proc/{pid}/cmdline', 'rb').read().replace(bytes(1), b' ').decode()!r}"
+            for pid in marked(token) if os.path.exists(f"/proc/{pid}")]
+    left += [f"file {name}" for name in sorted(os.listdir(directory))]
+    left += [f"port {port} accepts" for port in ports if accepts_tcp(port, token)]
+    return left
+
+
+def available(stream):
+    """What prebind wrote to the pipe before it died (COMMAND may hold it
+    open still: no waiting for EOF)."""
+    os.set_blocking(stream.fileno(), False)
+    data = b""
+    try:
+        while chunk := os.read(stream.fileno(), 65536):
+            data += chunk
+    except BlockingIOError:
+        pass
+    return data.decode()
+
+
+def start(directory, token, extra, command, **kwargs):
+    args = [PREBIND, "--print", f"--port-file={directory}/port", "-l", "127.0.0.1:0", "-l", f"{directory}/s.sock",
+            *extra, "--", *command]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, **{MARK: token}), **kwargs)
+
+
+def assert_nothing_left(token, directory, ports, what):
+    """Returns how long it took for nothing to be left."""
+    t0 = time.monotonic()
+    left = leftovers(token, directory, ports)
+    while left and time.monotonic() - t0 < DEADLINE:
+        time.sleep(0.01)
+        left = leftovers(token, directory, ports)
+    if left:
+        # How long it took after all, for the message; nothing outlives the test.
+        wait_for(lambda: not leftovers(token, directory, ports), timeout=TIMEOUT)
+        gone_after = time.monotonic() - t0
+        for pid in marked(token):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        pytest.fail(f"{what}: {DEADLINE}s after prebind was killed: {left} (all gone after {gone_after:.2f}s)")
+    return time.monotonic() - t0
+
+
+def published(p):
+    """The published lines: the TCP port, then the socket path."""
+    assert p.stdout is not None
+    line = p.stdout.readline().decode()
+    assert line.strip().isdigit(), line
+    path = p.stdout.readline().decode()
+    return int(line), path.strip()
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["command", "group"])
+def test_sigkill_at_random_moments_leaves_nothing(tmp_path, group):
+    """100 starts, each prebind SIGKILLed 0-50 ms in (more of them early,
+    where prebind binds, starts the guard, forks and publishes): after a
+    second, nothing of it is left (see CONTRACT). Bounded: at most 120 s,
+    and at least half the starts must be made in that time."""
+    seed = random.randrange(1 << 32)
+    rng = random.Random(seed)
+    starts, made, t_end, slow = 100, 0, time.monotonic() + 120, []
+    extra, command = (["--group"], GROUP_COMMAND) if group else ([], [EXAMPLE_C_SERVER])
+    for i in range(starts):
+        if time.monotonic() > t_end:
+            break
+        directory = tmp_path / str(i)
+        directory.mkdir()
+        token = f"{os.getpid()}-{seed}-{i}"
+        delay = 0.050 * rng.random() ** 2
+        p = start(directory, token, extra, command)
+        time.sleep(delay)
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        ports = [int(w) for w in available(p.stdout).split() if w.isdigit()]
+        p.stdout.close()
+        took = assert_nothing_left(token, directory, ports, f"start {i} (seed {seed}), killed {delay * 1000:.1f} ms in")
+        if took > CONTRACT:
+            slow.append(f"start {i}: {took:.2f}s")
+        made += 1
+    assert made >= starts // 2, f"only {made} starts in 120 s"
+    assert len(slow) <= made // 10, f"of {made} starts, more than a second: {slow}"
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["command", "group"])
+def test_sigkill_of_a_serving_prebind(tmp_path, group):
+    """The server answers on both sockets; prebind is SIGKILLed: the server
+    and its group are gone within a second, the port refuses, the files
+    are gone."""
+    token = "serving"
+    p = start(tmp_path, token, ["--group"] if group else [], GROUP_COMMAND if group else [EXAMPLE_C_SERVER])
+    try:
+        port, path = published(p)
+        assert http_get(f"http://127.0.0.1:{port}")[0] == 200
+        assert http_get(f"unix:{path}")[0] == 200
+        assert sorted(os.listdir(tmp_path)) == ["port", "s.sock"]
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        assert_nothing_left(token, tmp_path, [port], "serving")
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT).close()
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        p.stdout.close()
+
+
+def test_sigkill_of_prebinds_process_group_a_harness_kills(tmp_path):
+    """A harness that kills the whole process group (a CI runner's timeout,
+    'kill -9 -PGID'): COMMAND in that group dies with it, the guard in its
+    own session does not, and stops the --group member that was outside
+    and removes the files."""
+    token = "killpg"
+    pidfile = tmp_path / "member.pid"
+    command = ["sh", "-c", f'sh -c \'trap "" TERM; echo $$ > {pidfile}; exec sleep 60\' & exec "$0"',
+               EXAMPLE_C_SERVER]
+    (tmp_path / "run").mkdir()
+    p = start(tmp_path / "run", token, ["--group"], command, start_new_session=True)
+    try:
+        port, _ = published(p)
+        assert wait_for(lambda: pidfile.exists() and pidfile.read_text().strip())
+        member = int(pidfile.read_text())
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=TIMEOUT)
+        # The member ignores SIGTERM: SIGKILL after the grace (0.5 s).
+        assert_nothing_left(token, tmp_path / "run", [port], "after killpg")
+        assert not pid_alive(member)
+    finally:
+        for pid in marked(token):
+            os.kill(pid, signal.SIGKILL)
+        p.stdout.close()
+
+
+def test_sigkill_while_restarting_stops_the_new_command(tmp_path):
+    """--restart: the guard follows the new COMMAND (a new pid)."""
+    token = "restart"
+    flag = tmp_path / "first-done"
+    command = ["sh", "-c", f'[ -e {flag} ] || {{ touch {flag}; exit 1; }}; exec "$0"', EXAMPLE_C_SERVER]
+    (tmp_path / "run").mkdir()
+    p = start(tmp_path / "run", token, ["--restart=on-failure", "--restart-delay=0"], command)
+    try:
+        port, _ = published(p)
+        assert http_get(f"http://127.0.0.1:{port}")[0] == 200  # the second COMMAND serves
+        assert flag.exists()
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        assert_nothing_left(token, tmp_path / "run", [port], "after a restart")
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        p.stdout.close()
+
+
+def test_sigkill_with_accept_stops_the_handlers(tmp_path):
+    """--accept: each handler has the death signal; the guard removes the
+    files."""
+    token = "accept"
+    p = start(tmp_path, token, ["--accept", "--inetd"], ["sh", "-c", "echo hello; exec sleep 60"])
+    try:
+        port, _ = published(p)
+        c = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        c.settimeout(TIMEOUT)
+        assert c.recv(6) == b"hello\n"  # the handler runs
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        assert_nothing_left(token, tmp_path, [port], "--accept")
+        assert c.recv(1) == b""  # the handler is gone: EOF
+        c.close()
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        p.stdout.close()
+
+
+def test_sigkill_with_netns_stops_the_server_in_its_namespace(tmp_path):
+    """--netns: COMMAND in a namespace of its own is stopped the same way
+    (the namespace's keeper dies with prebind: its own death signal)."""
+    probe = subprocess.run([PREBIND, "--netns", "--", "true"], capture_output=True, text=True, timeout=TIMEOUT)
+    if probe.returncode != 0:
+        pytest.skip(f"no network namespace here: {probe.stderr.strip()}")
+    token = "netns"
+    p = start(tmp_path, token, ["--netns"], [EXAMPLE_C_SERVER])
+    try:
+        port, path = published(p)
+        assert http_get(f"unix:{path}")[0] == 200  # served from inside
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        assert_nothing_left(token, tmp_path, [port], "--netns")
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        p.stdout.close()
+
+
+def test_clean_exit_leaves_no_guard(tmp_path):
+    """A prebind that exits (SIGTERM, forwarded) is the last of its start
+    to go: the guard was gone before prebind exited."""
+    token = "clean"
+    p = start(tmp_path, token, [], [EXAMPLE_C_SERVER])
+    try:
+        port, _ = published(p)
+        assert http_get(f"http://127.0.0.1:{port}")[0] == 200  # its SIGTERM handler is in
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=TIMEOUT) == 0
+        assert marked(token) == [] and os.listdir(tmp_path) == []
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        p.stdout.close()
+
+
+def test_opt_out_keeps_the_server(tmp_path):
+    """--no-die-with-supervisor: a SIGKILLed prebind leaves the server
+    serving, and what prebind published (nobody is left to remove it)."""
+    token = "opt-out"
+    p = start(tmp_path, token, ["--no-die-with-supervisor"], [EXAMPLE_C_SERVER])
+    try:
+        port, path = published(p)
+        assert http_get(f"http://127.0.0.1:{port}")[0] == 200  # COMMAND runs
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        time.sleep(CONTRACT)  # what would be gone by now is not
+        assert http_get(f"http://127.0.0.1:{port}")[0] == 200
+        assert http_get(f"unix:{path}")[0] == 200
+        assert sorted(os.listdir(tmp_path)) == ["port", "s.sock"]
+        assert len(marked(token)) == 1  # the server, and no guard
+    finally:
+        for pid in marked(token):
+            os.kill(pid, signal.SIGKILL)
+        p.stdout.close()
+
+
+def test_exec_rejects_the_opt_out():
+    out = subprocess.run([PREBIND, "--exec", "--no-die-with-supervisor", "--", "true"], capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 125
+    assert out.stderr.splitlines() == [
+        "prebind: --exec leaves no supervisor: it cannot be combined with --ready, --group, --kill-after, "
+        "--die-with-parent, --no-die-with-supervisor, --subreaper or --success-status (see --help)"]
