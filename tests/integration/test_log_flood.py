@@ -232,3 +232,92 @@ def test_flood_is_summarised_and_dropped_lines_are_said_once_the_pipe_drains(nob
     held, seconds = map(int, summaries[0].groups())
     # All but the first 5 of the flood, within the one interval it lasted.
     assert held > 100 and held <= n and 1 <= seconds <= 10, ours
+
+
+# The other user again, but from processes at the bottom of a deep chain
+# (each datagram or claim then costs prebind a walk up the whole chain
+# in /proc, milliseconds), sending as fast as the kernel takes them: the
+# queue is never empty. Every message was read in one go
+# (readiness_hear()'s loop, the broker's accept_all()) until the queue
+# was empty, so the loop never came back to its timers and signals while
+# the flood lasted.
+DEEP_FLOODER = r"""
+import os, socket, struct, sys, time
+address, seconds, senders, depth, kind = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+deadline = time.monotonic() + seconds
+claim = struct.pack("=IIiiI112s", 1, 1, socket.AF_INET, socket.SOCK_STREAM, 8000, b"0.0.0.0")
+def send():
+    n = 0
+    if kind == "notify":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.settimeout(0.2)
+    while time.monotonic() < deadline:
+        try:
+            if kind == "notify":
+                s.sendto(b"READY=1", "\0" + address[1:])
+            else:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as c:
+                    c.settimeout(0.2)
+                    c.connect("\0" + address[1:])
+                    c.send(claim)
+            n += 1
+        except (BlockingIOError, TimeoutError, socket.timeout):
+            pass
+        except OSError:  # ECONNREFUSED: prebind is gone
+            break
+    return n
+children = []
+for _ in range(senders):
+    pid = os.fork()
+    if pid == 0:
+        for _ in range(depth):  # a chain: the sender is depth levels down
+            if os.fork() != 0:
+                os.wait()
+                os._exit(0)
+        os._exit(0 if send() else 1)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+
+def deep_flood(nobody, address, seconds, kind):
+    return subprocess.Popen([PYTHON, "-c", DEEP_FLOODER, address, str(seconds), "2", "40", kind], **nobody)
+
+
+@pytest.mark.parametrize("kind", ["notify", "broker"])
+def test_loop_serves_its_timeout_and_signals_during_a_flood_from_deep_processes(nobody, kind):
+    """Reproduction (as root, 2 cores): prebind --ready --ready-timeout=3s
+    -- sleep 60, and as nobody 2 senders, each 40 processes deep, sending
+    READY=1 to its NOTIFY_SOCKET for 12 s: prebind exited 124 after 13 s,
+    not 3 s; --intercept=8000 and claims of 8000 over PREBIND_BROKER, the
+    same."""
+    env = dict(os.environ)
+    if kind == "notify":
+        options, key = ["--ready", "--ready-timeout=3s"], "NOTIFY_SOCKET"
+    else:
+        options, key = ["--intercept=8000", "--ready-timeout=3s"], "PREBIND_BROKER"
+    p = subprocess.Popen([PREBIND, *options, "--", PYTHON, "-c", "import time; time.sleep(120)"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    flooder = None
+    try:
+        child = child_of(p.pid)
+        assert child, "COMMAND did not start"
+        address = wait_for(lambda: environ_of(child).get(key))
+        assert address, f"COMMAND has no {key}"
+        started = time.monotonic()
+        flooder = deep_flood(nobody, address, 15, kind)
+        try:
+            status = p.wait(timeout=3 + SLACK)
+        except subprocess.TimeoutExpired:
+            status = None
+        elapsed = time.monotonic() - started
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=TIMEOUT)
+        if flooder:
+            flooder.kill()
+            flooder.wait(timeout=TIMEOUT)
+            # The senders, down their chains, end with the socket or the deadline.
+    assert status == 124, f"prebind still running {elapsed:.1f}s into a 3s --ready-timeout during the flood"

@@ -371,3 +371,60 @@ def test_connection_that_never_speaks_is_closed(start, tmp_path):
     with socket.create_connection(("127.0.0.1", int(port_file.read_text().split()[0])), timeout=TIMEOUT) as c:
         assert int(c.makefile().readline()) > 0
     assert p.stop() == 128 + signal.SIGTERM
+
+
+# prebind in a PID namespace of its own whose /proc is still the host's
+# (`unshare --pid --fork` without --mount-proc, a common way to make sure
+# nothing outlives a CI step). The sender checks read the peer's number
+# from its pidfd's fdinfo and walk /proc/PID/stat, both in the numbers of
+# /proc's namespace, and compare them with COMMAND's pid from fork(), in
+# prebind's own: COMMAND itself never matches. Before the pidfd checks
+# (53de53b) both cases below worked.
+OWN_READY = r"""
+import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"READY=1", "\0" + os.environ["NOTIFY_SOCKET"][1:])
+time.sleep(1)
+"""
+
+OWN_BIND = r"""
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8000))
+s.listen()
+print(s.getsockname()[1], flush=True)
+time.sleep(0.5)
+"""
+
+
+def in_pid_namespace_with_host_proc(*args):
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "--kill-child", PREBIND, *args], capture_output=True,
+                              text=True, timeout=TIMEOUT)
+    except FileNotFoundError:
+        pytest.skip("no unshare(1)")
+
+
+def test_ready_from_command_is_heard_when_proc_is_another_pid_namespaces():
+    # Reproduction: unshare -pf prebind --ready=5s --print -- python3 -c
+    # '<send READY=1 to $NOTIFY_SOCKET>; sleep 1' printed nothing and said
+    # "ignoring a notification from pid 2, which is not 'python3' (pid 2)".
+    r = in_pid_namespace_with_host_proc("--ready=5s", "--print", "--", PYTHON, "-c", OWN_READY)
+    if "unshare failed" in r.stderr:
+        pytest.skip(r.stderr.strip())
+    assert "ignoring a notification" not in r.stderr, r.stderr
+    assert r.returncode == 0 and r.stdout.strip().isdigit(), (r.returncode, r.stdout, r.stderr)
+
+
+def test_claim_from_command_is_honoured_when_proc_is_another_pid_namespaces():
+    # Reproduction: unshare -pf prebind --intercept=8000 --print -- (a
+    # server binding 127.0.0.1:8000): "refused port 8000 to pid 2, which
+    # does not descend from COMMAND", and the server bound the real 8000.
+    r = in_pid_namespace_with_host_proc("--intercept=8000", "--print", "--ready-timeout=5s", "--", PYTHON, "-c",
+                                        OWN_BIND)
+    if "unshare failed" in r.stderr:
+        pytest.skip(r.stderr.strip())
+    assert "refused port 8000" not in r.stderr, r.stderr
+    lines = r.stdout.split()
+    assert r.returncode == 0 and len(lines) == 2 and lines[0] == lines[1] != "8000", (r.stdout, r.stderr)
