@@ -187,10 +187,28 @@ bool peer_exited(const struct peer *p) {
         return p->pidfd < 0 || poll(&pfd, 1, 0) != 0;
 }
 
+/* root as /proc numbers it. root comes from fork(), in prebind's PID
+ * namespace; the walk reads /proc, whose numbers are those of the
+ * namespace it was mounted in: under `unshare --pid --fork` without
+ * --mount-proc the two differ, and COMMAND was never found to be itself
+ * (found by the review of issue 19). Its pidfd's fdinfo says. 0 or -1:
+ * not visible in /proc at all. Without pidfd_open(), root as it is. */
+static pid_t pid_as_proc_sees_it(pid_t root) {
+        _cleanup_close_ int fd = (int) syscall(SYS_pidfd_open, root, 0);
+
+        if (fd < 0)
+                return errno == ENOSYS ? root : -1;
+        return pidfd_pid(fd);
+}
+
 bool peer_descends_from(const struct peer *p, pid_t root) {
         pid_t pid;
 
         if (p->pidfd < 0 && !p->by_number)
+                return false;
+        if (root > 0 && !p->by_number)
+                root = pid_as_proc_sees_it(root);
+        if (root <= 0)
                 return false;
         pid = p->by_number ? p->pid : pidfd_pid(p->pidfd);
         /* The ids are read first: the walk's first step checks that pid

@@ -13,10 +13,12 @@
 #include "address.h"
 #include "broker.h"
 #include "claims.h"
+#include "clock.h"
 #include "compat.h"
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "log.h"
+#include "socket.h"
 #include "loop.h"
 #include "process.h"
 
@@ -45,8 +47,9 @@ struct target_state {
 struct broker {
         int epoll_fd;           /* the listening socket, pending connections, the timer */
         int listen_fd;
-        int timer_fd;           /* ticks while connections are pending */
+        int timer_fd;           /* ticks while connections are pending or listening is paused */
         bool ticking;
+        bool listen_paused;     /* out of fds: listen_fd is off the epoll until the next tick */
         pid_t command;
         struct target_state targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
@@ -336,12 +339,31 @@ static void start_ticking(struct broker *b) {
                 b->ticking = timer_start(&b->timer_fd, PENDING_TICK_USEC) == 0;
 }
 
+/* Out of fds (idle connections of another user's can use them up): the
+ * listening socket leaves the broker's epoll until the next tick, instead
+ * of failing at once on every turn. */
+static void pause_listening(struct broker *b) {
+        if (b->listen_paused)
+                return;
+        (void) epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, b->listen_fd, NULL);
+        b->listen_paused = true;
+        start_ticking(b);
+}
+
+static void resume_listening(struct broker *b) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.fd = b->listen_fd };
+
+        if (b->listen_paused && epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) == 0)
+                b->listen_paused = false;
+}
+
 /* A tick: connections that have waited PENDING_TICKS_MAX ticks without
  * a request are closed. */
 static void expire_pending(struct broker *b) {
         if (!timer_expired(b->timer_fd))
                 return;
         b->ticking = false;
+        resume_listening(b);
         for (size_t i = 0; i < b->n_pending;) {
                 struct pending *p = &b->pending[i];
 
@@ -353,18 +375,29 @@ static void expire_pending(struct broker *b) {
                           PENDING_TICKS_MAX * PENDING_TICK_USEC / USEC_PER_SEC);
                 forget_pending(b, p);   /* the last one moves to i */
         }
-        if (b->n_pending > 0)
+        if (b->n_pending > 0 || b->listen_paused)
                 start_ticking(b);
 }
 
+/* Anyone may connect, and judging a claim walks the claimant's parent
+ * chain in /proc: at most this long per wake-up, so that a flood of
+ * connections cannot keep the loop from its timers and signals (issue
+ * 19); the backlog waits for the next turn. */
+#define ACCEPT_BUDGET_USEC (20 * USEC_PER_MSEC)
+
 static void accept_all(struct broker *b) {
-        for (;;) {
+        uint64_t deadline = now_usec() + ACCEPT_BUDGET_USEC;
+
+        while (now_usec() < deadline) {
                 struct epoll_event ev = { .events = EPOLLIN };
                 int conn = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 struct pending *p;
 
-                if (conn < 0)
+                if (conn < 0) {
+                        if (accept_failure_of(errno) == ACCEPT_FAILURE_BACK_OFF)
+                                pause_listening(b);
                         return;
+                }
                 if (b->n_pending == PENDING_MAX) {
                         /* Someone connects and never asks: drop the oldest. */
                         struct pending *oldest = &b->pending[0];

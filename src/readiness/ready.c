@@ -248,11 +248,20 @@ static int on_seccomp(struct loop *l, int fd, uint32_t revents, void *userdata) 
         return 0;
 }
 
+/* Anyone may send to the notification socket, and judging a sender walks
+ * its parent chain in /proc (a read and a pidfd_open() per level: ms for
+ * a sender deep in a chain of forks, µs to send). Without a bound per
+ * wake-up a flood from another user kept the queue from ever emptying and
+ * the loop from its timers and signals (issue 19); level-triggered epoll
+ * brings what is left back on the next turn. */
+#define HEAR_BUDGET_USEC (20 * USEC_PER_MSEC)
+
 void readiness_hear(struct readiness *r) {
         char buf[NOTIFY_MESSAGE_MAX + 1];
         struct notify_message m;
         struct peer sender;
-        int k;
+        uint64_t deadline = now_usec() + HEAR_BUDGET_USEC;
+        int k = 0;
 
         /* A claim or a report sent just before COMMAND exited, too. */
         if (r->broker)
@@ -261,12 +270,12 @@ void readiness_hear(struct readiness *r) {
                 hear_seccomp(r);
         if (r->notify.fd < 0)
                 return;
-        while ((k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
+        while (now_usec() < deadline && (k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
                 if (k > 0) {
                         hear_one(r, &sender, &m);
                         peer_done(&sender);
                 }
-        if (k != -EAGAIN && k != -EWOULDBLOCK)
+        if (k < 0 && k != -EAGAIN && k != -EWOULDBLOCK)
                 log_error_errno(k, "cannot read a notification: %m");
 }
 

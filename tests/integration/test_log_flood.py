@@ -296,7 +296,7 @@ def test_loop_serves_its_timeout_and_signals_during_a_flood_from_deep_processes(
     if kind == "notify":
         options, key = ["--ready", "--ready-timeout=3s"], "NOTIFY_SOCKET"
     else:
-        options, key = ["--intercept=8000", "--ready-timeout=3s"], "PREBIND_BROKER"
+        options, key = ["--intercept-via=preload", "--intercept=8000", "--ready-timeout=3s"], "PREBIND_BROKER"
     p = subprocess.Popen([PREBIND, *options, "--", PYTHON, "-c", "import time; time.sleep(120)"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     flooder = None
