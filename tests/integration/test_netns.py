@@ -22,24 +22,35 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PREBIND_REAL, PYTHON, SERVERS, TIMEOUT, pid_alive, run, server, wait_for
+from conftest import PREBIND, PREBIND_BUILT, PREBIND_REAL, PYTHON, SERVERS, TIMEOUT, pid_alive, run, server, wait_for
 
 GO_SOURCE = os.path.join(SERVERS, "netns_server.go")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def go_cache_dir():
+    """Where the server and Go's build cache are kept between runs: the
+    meson build tree (as the examples' caches), else a directory of this
+    user's in /tmp. Not /tmp in CI: a run must leave nothing there. Tests
+    that run the server as nobody take a copy (public_copy)."""
+    build = os.path.dirname(os.path.dirname(PREBIND_BUILT))  # <build>/src/prebind
+    if os.path.isdir(os.path.join(build, "meson-private")):
+        return os.path.join(build, "test-cache", "netns")
+    return os.path.join(tempfile.gettempdir(), f"prebind-netns-cache-{os.getuid()}")
+
+
 @pytest.fixture(scope="module")
 def go_server():
-    """The path of the built server, in a directory any user may read."""
+    """The path of the built server."""
     go = shutil.which("go")
     if not go:
         pytest.fail("'go' not found: install the Debian package 'golang-go'")
     version = subprocess.run([go, "version"], capture_output=True, text=True, timeout=60).stdout
     digest = hashlib.sha256(open(GO_SOURCE, "rb").read() + version.encode()).hexdigest()[:16]
-    directory = os.path.join(tempfile.gettempdir(), f"prebind-netns-server-{digest}")
+    directory = os.path.join(go_cache_dir(), f"server-{digest}")
     binary = os.path.join(directory, "netns_server")
     if not os.path.exists(binary):
-        cache = os.path.join(tempfile.gettempdir(), "prebind-netns-go-cache")
+        cache = os.path.join(go_cache_dir(), "go")
         os.makedirs(directory, exist_ok=True)
         build = tempfile.mkdtemp(dir=directory)
         out = subprocess.run([go, "build", "-trimpath", "-o", os.path.join(build, "netns_server"), GO_SOURCE],
