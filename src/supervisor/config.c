@@ -145,6 +145,8 @@ enum {
         ARG_VERSION,
 };
 
+/* One option a line, in columns. */
+/* clang-format off */
 static const struct option options[] = {
         { "listen",      required_argument, NULL, 'l' },
         { "backlog",     required_argument, NULL, ARG_BACKLOG },
@@ -189,6 +191,7 @@ static const struct option options[] = {
         { "version",     no_argument,       NULL, ARG_VERSION },
         { NULL, 0, NULL, 0 }
 };
+/* clang-format on */
 
 /* One line that says what was wrong and where to look. */
 static int usage_error(const char *option, const char *arg, const char *detail) {
