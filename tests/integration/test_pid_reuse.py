@@ -39,14 +39,35 @@ def fork_and_reap():
     os.waitpid(pid, 0)
     return pid
 
+def group_and_session_ids():
+    # A number stays in use while a process group or a session has it,
+    # after its leader is gone: prebind's guard (src/guard/guard.c) is in
+    # the session its short-lived intermediate made, whose number no
+    # process in /proc has, and the kernel hands out to no one.
+    ids = set()
+    for d in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{d}/stat").read() if d.isdigit() else ""
+        except OSError:
+            continue
+        if stat:
+            ids.update(int(f) for f in stat[stat.rindex(")") + 2:].split()[2:4])
+    return ids
+
+def taken(q, ids):
+    return os.path.exists(f"/proc/{q}") or q in ids
+
 def steer(target):
     # The next fork gets target when the last pid handed out is below it
     # and every number in between is taken (pids are handed out in turn,
-    # skipping those in use, and wrap at pid_max).
+    # skipping those in use -- by a process, a process group or a
+    # session -- and wrap at pid_max).
     for n in range(20000):
         last = fork_and_reap()
-        if last < target and all(os.path.exists(f"/proc/{q}") for q in range(last + 1, target)):
-            return n + 1
+        if last < target:
+            ids = group_and_session_ids()
+            if all(taken(q, ids) for q in range(last + 1, target)):
+                return n + 1
     raise SystemExit(f"could not steer the pid counter to {target}")
 
 def claim(conn, port):
@@ -189,16 +210,19 @@ def environ_of(pid):
     except OSError:
         return {}
 
-def command_of(prebind_pid):
+def command_of(prebind_pid, name):
+    # COMMAND, once it has exec'd: the child of prebind's with name in its
+    # environment (prebind's first child may also be the guard's
+    # short-lived intermediate, or COMMAND's fork waiting at its gate,
+    # before its exec). 0 if there is none.
     try:
-        return int(open(f"/proc/{prebind_pid}/task/{prebind_pid}/children").read().split()[0])
-    except (OSError, IndexError, ValueError):
+        children = open(f"/proc/{prebind_pid}/task/{prebind_pid}/children").read().split()
+    except OSError:
         return 0
-
-def exec_started(prebind_pid, name):
-    # COMMAND has exec'd (not prebind's fork waiting at its gate).
-    pid = command_of(prebind_pid)
-    return pid if pid and name in environ_of(pid) else 0
+    for child in children:
+        if name in environ_of(child):
+            return int(child)
+    return 0
 
 def attacker(*args):
     out = subprocess.run([python, "-c", attack, *args], capture_output=True, text=True, timeout=60, **NOBODY)
@@ -243,14 +267,16 @@ try:
     if scenario == "claim":
         assert wait_for(lambda: os.path.exists(port_file)), "not published"
         port = int(open(port_file).read().split()[0])
-        broker = environ_of(command_of(p.pid))["PREBIND_BROKER"]
+        assert wait_for(lambda: command_of(p.pid, "PREBIND_BROKER")), "COMMAND did not start"
+        broker = environ_of(command_of(p.pid, "PREBIND_BROKER"))["PREBIND_BROKER"]
         result = attacker(broker, str(port), "8000")
         result["served_by"] = answers(port)
-        result["command"] = command_of(p.pid)
+        result["command"] = command_of(p.pid, "PREBIND_BROKER")
     elif scenario == "restart":
         assert wait_for(lambda: os.path.exists(port_file)), "not published"
         port = int(open(port_file).read().split()[0])
-        command = command_of(p.pid)
+        assert wait_for(lambda: command_of(p.pid, "PREBIND_BROKER")), "COMMAND did not start"
+        command = command_of(p.pid, "PREBIND_BROKER")
         broker = environ_of(command)["PREBIND_BROKER"]
         os.kill(command, signal.SIGKILL)
         # Reaped by prebind: its number is free.
@@ -258,14 +284,13 @@ try:
         result = attacker(broker, str(command), "8000")
         result["command"] = command
         # The next COMMAND claims the socket and serves.
-        assert wait_for(lambda: command_of(p.pid) not in (0, command) and environ_of(command_of(p.pid))), \
-            "not restarted"
+        assert wait_for(lambda: command_of(p.pid, "PREBIND_BROKER") not in (0, command)), "not restarted"
         result["served_by"] = answers(port)
-        result["new_command"] = command_of(p.pid)
+        result["new_command"] = command_of(p.pid, "PREBIND_BROKER")
     elif scenario == "notify":
         command = 0
-        assert wait_for(lambda: exec_started(p.pid, "NOTIFY_SOCKET")), "COMMAND did not start"
-        command = exec_started(p.pid, "NOTIFY_SOCKET")
+        assert wait_for(lambda: command_of(p.pid, "NOTIFY_SOCKET")), "COMMAND did not start"
+        command = command_of(p.pid, "NOTIFY_SOCKET")
         assert wait_for(lambda: os.path.exists(os.path.join(work, "port"))), "COMMAND did not say its port"
         port = int(open(os.path.join(work, "port")).read())
         # Stopped, prebind reads the message late, as a busy loop would.
