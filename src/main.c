@@ -4,12 +4,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "config.h"
+#include "exec.h"
 #include "exitcode.h"
 #include "job.h"
 #include "log.h"
 #include "macro.h"
 #include "share.h"
+#include "supervise.h"
 
 /* A closed 0, 1 or 2 would be reused by the first socket, which COMMAND
  * would then take for stdin or stdout: fill the holes with /dev/null. */
@@ -26,6 +29,20 @@ static int ensure_std_fds(void) {
                 }
         }
         return 0;
+}
+
+/* Run the job in the mode the config chose: --exec (in place), --accept,
+ * or the supervisor (the default). Returns 0 and how COMMAND ended, or
+ * -errno when prebind itself failed (logged). */
+static int run_job(struct job *job, struct outcome *ret) {
+        int r;
+
+        if (job->config->exec)
+                return exec_run(job, ret);
+        r = job_prepare_supervision(job);
+        if (r < 0)
+                return r;
+        return job->config->accept ? accept_run(job, ret) : supervise(job, ret);
 }
 
 /* --share=NAME: attach to the server that runs under NAME, or start it
@@ -49,7 +66,7 @@ static int run_shared(const struct config *config) {
         r = job_setup(&served, &job);
         job.share = share;
         if (r >= 0)
-                r = job_run(&job, &outcome);
+                r = run_job(&job, &outcome);
         status = job_exit_status(&served, r, &outcome);
         job.share = NULL;
         job_done(&job);
@@ -83,7 +100,7 @@ int main(int argc, char *argv[]) {
         }
         r = job_setup(&config, &job);
         if (r >= 0)
-                r = job_run(&job, &outcome);
+                r = run_job(&job, &outcome);
         log_flush();
         status = job_exit_status(&config, r, &outcome);
         job_done(&job);

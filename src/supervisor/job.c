@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "accept.h"
 #include "broker.h"
 #include "compat.h"
 #include "exitcode.h"
@@ -25,7 +24,6 @@
 #include "seccomp.h"
 #include "share.h"
 #include "signals.h"
-#include "supervise.h"
 #include "template.h"
 
 static const char *bind_error(const struct listen_spec *spec, int r) {
@@ -544,37 +542,10 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
         return plan;
 }
 
-/* --exec: publish, then become COMMAND. Returns only on failure. */
-static int run_in_place(struct job *job, struct outcome *ret) {
-        struct spawn_plan plan = job_spawn_plan(job);
-        int r;
-
-        /* SIGPIPE is ignored since main(): a reader gone from stdout gives
-         * EPIPE and 125; COMMAND gets SIGPIPE back by the reset in
-         * spawn_exec_in_place(). */
-        /* The sockets listen: as far as a manager is concerned, the service
-         * is ready (connections queue until COMMAND accepts). */
-        r = job_publish(job, getpid());
-        if (r < 0)
-                return r;
-        /* Laying out the fds can fail (out of fds): that is prebind's
-         * failure (125), not COMMAND's (126/127). */
-        r = spawn_prepare_in_place(&plan);
-        if (r < 0)
-                return log_error_errno(r, "cannot pass the sockets: %m");
-        r = spawn_exec_in_place(&plan);
-        log_error_errno(r, "cannot run '%s': %m", job->command[0]);
-        *ret = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
-        return 0;
-}
-
-int job_run(struct job *job, struct outcome *ret) {
+int job_prepare_supervision(struct job *job) {
         const struct config *c = job->config;
-
         int r;
 
-        if (c->exec)
-                return run_in_place(job, ret);
         r = signals_block_all();
         if (r < 0)
                 return log_error_errno(r, "cannot block signals: %m");
@@ -585,7 +556,7 @@ int job_run(struct job *job, struct outcome *ret) {
          * then tells when the group is gone (LC_DRAINING). */
         if ((c->subreaper || (c->group && !c->accept)) && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 return log_error_errno(errno, "cannot become a subreaper: %m");
-        return c->accept ? accept_run(job, ret) : supervise(job, ret);
+        return 0;
 }
 
 int job_exit_status(const struct config *config, int r, const struct outcome *o) {

@@ -59,10 +59,12 @@ struct job {
 int job_setup(const struct config *config, struct job *ret);
 void job_done(struct job *job);
 
-/* Run the job in the mode the config chose: supervised (the default),
- * --accept, or --exec. Returns 0 and how COMMAND ended, or -errno when
- * prebind itself failed (logged). */
-int job_run(struct job *job, struct outcome *ret);
+/* Before a supervised mode (the supervisor, --accept) runs: every signal
+ * blocked and read from job->signal_fd, log lines that never wait for
+ * stderr's reader, and with --group or --subreaper a subreaper. The mode
+ * itself is main()'s choice (modes depend on the job, never the
+ * reverse). Logs; 0 or -errno. */
+int job_prepare_supervision(struct job *job);
 
 /* Publish the addresses (the first time; afterwards only prebind's
  * manager hears READY=1 again) and tell prebind's manager. child_pid is
@@ -72,6 +74,6 @@ int job_publish(struct job *job, pid_t child_pid);
 /* The spawn plan for COMMAND with the job's sockets. */
 struct spawn_plan job_spawn_plan(const struct job *job);
 
-/* prebind's exit status for a job_run() result: the one place where
+/* prebind's exit status for how a mode ended: the one place where
  * errors and outcomes become 124-127, COMMAND's status or 128+N. */
 int job_exit_status(const struct config *config, int r, const struct outcome *outcome);
