@@ -21,6 +21,7 @@ struct readiness {
         unsigned conditions;            /* enum ready_condition bits the config asks for */
         unsigned pending;               /* …of which these do not hold yet */
         pid_t child;                    /* COMMAND; 0 between COMMANDs */
+        pid_t also;                     /* --reload=overlap: the serving one, heard but not counted; 0 */
         struct notify_socket notify;    /* --ready: COMMAND's NOTIFY_SOCKET */
         char *notify_entry;             /* "NOTIFY_SOCKET=…" */
         int timer_fd;                   /* the timeout; -1 when not waiting */
@@ -176,8 +177,9 @@ static void extend_timeout(struct readiness *r, uint64_t usec) {
 static void hear_one(struct readiness *r, pid_t sender, const struct notify_message *m) {
         /* Anyone may send them, as fast as they like (issue 19). */
         static struct log_ratelimit ignored = LOG_RATELIMIT_INIT("ignored notifications");
+        bool counts = process_descends_from(sender, r->child);
 
-        if (!process_descends_from(sender, r->child)) {
+        if (!counts && !(r->also > 0 && process_descends_from(sender, r->also))) {
                 log_ratelimited(&ignored, LOG_LEVEL_INFO, "ignoring a notification from pid %d, which is not '%s' (pid %d)",
                                 (int) sender, command_name(r), (int) r->child);
                 return;
@@ -190,6 +192,9 @@ static void hear_one(struct readiness *r, pid_t sender, const struct notify_mess
                 log_debug("%s is stopping", command_name(r));
         if (m->reloading)
                 log_debug("%s is reloading", command_name(r));
+        /* The generation being replaced: its READY=1 says nothing of the new one. */
+        if (!counts)
+                return;
         if (m->extend_usec && (r->pending & READY_NOTIFY))
                 extend_timeout(r, m->extend_usec);
         if (m->ready) {
@@ -301,6 +306,11 @@ void readiness_stop(struct readiness *r) {
 
 void readiness_forget_child(struct readiness *r) {
         r->child = 0;
+}
+
+void readiness_set_command(struct readiness *r, pid_t child, pid_t also) {
+        r->child = child;
+        r->also = also;
 }
 
 const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_t size) {

@@ -82,6 +82,10 @@ int readiness_start(struct readiness *r, pid_t child);
 void readiness_stop(struct readiness *r);
 /* COMMAND is gone: nothing it or its descendants send counts any more. */
 void readiness_forget_child(struct readiness *r);
+/* --reload=overlap: whose notifications count (child: READY=1 and the
+ * rest), and whose are only relayed (also: STATUS=, ERRNO= of the
+ * generation that serves while the new one starts; 0: nobody's). */
+void readiness_set_command(struct readiness *r, pid_t child, pid_t also);
 
 /* Hear what COMMAND sent before it exited (a last STATUS=, STOPPING=1),
  * before its exit is acted upon. */

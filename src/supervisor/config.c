@@ -54,6 +54,9 @@ static void help(void) {
                "      --restart-delay=DURATION wait before a restart (default 100ms)\n"
                "      --restart-limit=N[/DURATION]  give up after N restarts within DURATION\n"
                "                               (default 5/10s; 0: no limit)\n"
+               "      --reload=HOW             what SIGHUP does: restart (stop, then\n"
+               "                               start; the default) or overlap (start the new\n"
+               "                               COMMAND first, stop the old one once it is ready)\n"
                "      --accept                 run COMMAND once per connection, the connection as fd 3\n"
                "      --max-connections=N      with --accept, at most N COMMANDs at once (default 64);\n"
                "                               with --intercept, N forwarded connections per socket\n"
@@ -111,6 +114,7 @@ enum {
         ARG_RESTART,
         ARG_RESTART_DELAY,
         ARG_RESTART_LIMIT,
+        ARG_RELOAD,
         ARG_ACCEPT,
         ARG_MAX_CONNECTIONS,
         ARG_INETD,
@@ -146,6 +150,7 @@ static const struct option options[] = {
         { "restart",     required_argument, NULL, ARG_RESTART },
         { "restart-delay", required_argument, NULL, ARG_RESTART_DELAY },
         { "restart-limit", required_argument, NULL, ARG_RESTART_LIMIT },
+        { "reload",      required_argument, NULL, ARG_RELOAD },
         { "accept",      no_argument,       NULL, ARG_ACCEPT },
         { "max-connections", required_argument, NULL, ARG_MAX_CONNECTIONS },
         { "inetd",       no_argument,       NULL, ARG_INETD },
@@ -380,6 +385,15 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return 0;
         case ARG_RESTART_LIMIT:
                 return parse_restart_limit(c, arg);
+        case ARG_RELOAD:
+                if (strcmp(arg, "restart") == 0)
+                        c->reload = RELOAD_RESTART;
+                else if (strcmp(arg, "overlap") == 0)
+                        c->reload = RELOAD_OVERLAP;
+                else
+                        return usage_error("--reload", arg, "expected restart or overlap");
+                c->reload_set = true;
+                return 0;
         case ARG_ACCEPT:
                 c->accept = true;
                 return 0;
@@ -456,6 +470,19 @@ static int check_conflicts(const struct config *c) {
         if (c->netns && (c->exec || c->accept))
                 return usage_error(NULL, NULL, "--netns needs one supervised COMMAND: it cannot be combined with "
                                    "--exec or --accept");
+        if (c->reload_set && (c->exec || c->accept))
+                return usage_error(NULL, NULL, "--reload needs one supervised COMMAND: it cannot be combined with "
+                                   "--exec or --accept");
+        /* The old one is stopped once the new one is ready: without a
+         * check, "ready" would mean "forked", and the overlap would only
+         * give the new one a head start of nothing. */
+        if (c->reload == RELOAD_OVERLAP && !config_waits_ready(c) && c->n_intercepts == 0)
+                return usage_error(NULL, NULL, "--reload=overlap needs a readiness condition to know when the new "
+                                   "COMMAND is ready: --ready, --ready-log, --ready-exec, --ready-http or --intercept");
+        /* Each COMMAND has a namespace of its own, and the supervisor one
+         * --netns job: two generations at once are not supported. */
+        if (c->reload == RELOAD_OVERLAP && c->netns)
+                return usage_error(NULL, NULL, "--reload=overlap cannot be combined with --netns");
         return 0;
 }
 

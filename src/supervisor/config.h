@@ -22,6 +22,12 @@ enum restart_mode {
         RESTART_ALWAYS,
 };
 
+/* What a reload request (SIGHUP) does (issue 24). */
+enum reload_mode {
+        RELOAD_RESTART,         /* stop COMMAND, then start it again (the default) */
+        RELOAD_OVERLAP,         /* start the new one beside it; stop the old one once the new one is ready */
+};
+
 /* Everything the command line asked for: parsed once, then read-only
  * (the fd that --port-fd names is closed by publish_addresses(), once it
  * has been written). */
@@ -55,6 +61,8 @@ struct config {
         uint64_t restart_delay_usec;
         unsigned restart_burst; /* at most this many restarts… (0: no limit) */
         uint64_t restart_interval_usec; /* …within this interval */
+        enum reload_mode reload;        /* --reload= */
+        bool reload_set;
         struct intercept_spec *intercepts;
         size_t n_intercepts;
         bool accept;            /* one COMMAND per connection */
@@ -73,6 +81,12 @@ struct config {
  * condition. */
 static inline bool config_waits_ready(const struct config *c) {
         return c->ready || c->ready_log || c->ready_exec || c->ready_http;
+}
+
+/* A reload request (SIGHUP) reloads COMMAND: --restart or --reload was
+ * given. Otherwise SIGHUP is forwarded. */
+static inline bool config_reloads(const struct config *c) {
+        return c->restart_set || c->reload_set;
 }
 
 /* Returns 1 when there is work to do, 0 when --help or --version was

@@ -1,0 +1,147 @@
+"""--reload=overlap and --watch (issue 24): on a reload request the new
+COMMAND starts on the same sockets while the old one serves; the old one
+is told to stop only once the new one is ready; a new one that fails
+leaves the old one serving. Clients open a new connection per request and
+must see no failure, and only answers of ready servers."""
+
+import os
+import signal
+import time
+
+from conftest import PYTHON, TIMEOUT, pid_alive, run, server, wait_for
+from test_restart import Load
+
+SERVER = server("generation_http.py")
+# The reload under test (a later option wins): PREBIND_TEST_RELOAD=restart
+# shows what the tests catch without the overlap.
+RELOAD = [f"--reload={os.environ['PREBIND_TEST_RELOAD']}"] if os.environ.get("PREBIND_TEST_RELOAD") else []
+
+
+class Generations(Load):
+    """The load of test_restart, reading each answer's generation."""
+
+    def __init__(self, port, threads=3):
+        super().__init__(port, threads=threads, max_requests=10**7)
+
+    def seen(self):
+        """The generations each client saw, in order."""
+        with self.lock:
+            return [[int(b.split()[0].split("=")[1]) for b in bodies] for bodies in self.bodies]
+
+    def answers(self):
+        with self.lock:
+            return [dict(f.split("=", 1) for f in b.split()) for bodies in self.bodies for b in bodies]
+
+    def latest(self):
+        return max((s[-1] for s in self.seen() if s), default=0)
+
+    def wait_generation(self, n, timeout=TIMEOUT):
+        return wait_for(lambda: self.latest() >= n, timeout=timeout)
+
+
+def generation_file(state):
+    try:
+        return int((state / "generation").read_text() or 0)
+    except FileNotFoundError:
+        return 0
+
+
+def start_overlap(start, state, *extra, ready=("--ready",)):
+    p = start(["-v", "--print", "--reload=overlap", *RELOAD, *ready, *extra, "--", PYTHON, SERVER, str(state)])
+    return p, int(p.readline())
+
+
+def test_twenty_overlapping_reloads_under_load_lose_nothing(start, tmp_path):
+    # Each generation needs 1 s to start: with stop-then-start
+    # (--reload=restart) no request fails either (the socket stays open),
+    # but requests wait for that second at each reload: the bound on the
+    # slowest answer is what fails then.
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        for n in range(2, 22):
+            p.send(signal.SIGHUP)
+            assert load.wait_generation(n), (n, load.latest(), load.errors[:3])
+        time.sleep(0.2)
+    assert load.failed == 0, load.errors[:5]
+    assert load.slowest < 0.6, load.slowest  # nobody waited for a start-up
+    assert all(a["ready"] == "1" for a in load.answers())
+    # Each client saw the generations increase; the one just replaced may
+    # still answer what it had accepted when SIGTERM came (its drain).
+    for seen in load.seen():
+        top = 0
+        for g in seen:
+            assert g >= top - 1, seen
+            top = max(top, g)
+    assert load.latest() == 21 and generation_file(tmp_path) == 21
+    assert p.stop() == 0
+    assert "generation 21 ready, serving" in p.err, p.err
+    assert "reload failed" not in p.err
+
+
+def test_a_new_generation_that_crashes_or_never_gets_ready_leaves_the_old_one_serving(start, tmp_path):
+    p, port = start_overlap(start, tmp_path, "--ready-timeout=2s",
+                            ready=("--ready-log=^generation [0-9]+ ready$",))
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        (tmp_path / "crash").touch()
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        time.sleep(0.5)
+        (tmp_path / "crash").unlink()
+        (tmp_path / "hang").touch()
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 3)
+        time.sleep(3)  # beyond --ready-timeout
+        assert p.proc.poll() is None
+        assert load.latest() == 1  # still the first one
+        (tmp_path / "hang").unlink()
+        p.send(signal.SIGHUP)
+        assert load.wait_generation(4)
+    assert load.failed == 0, load.errors[:5]
+    assert {a["generation"] for a in load.answers()} <= {"1", "4"}
+    assert p.stop() == 0  # neither failure is prebind's exit status
+    err = p.err
+    assert "exited before it was ready, with status 3" in err, err
+    assert "generation 2: cannot start, crashing" in err, err  # its last lines, shown
+    assert "wrote no line that matches --ready-log" in err and "within 2.0s" in err, err
+    assert err.count("reload failed: generation 1 keeps serving") == 2, err
+
+
+def test_reloads_requested_during_a_reload_are_coalesced(start, tmp_path):
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        for _ in range(5):
+            p.send(signal.SIGHUP)
+            time.sleep(0.05)
+        assert load.wait_generation(3)
+        time.sleep(1.5)  # long enough for a fourth to have started
+    assert generation_file(tmp_path) == 3  # the first, and one more for the four others
+    assert load.failed == 0, load.errors[:5]
+    assert p.stop() == 0
+    assert "one more follows it" in p.err
+
+
+def test_the_old_generation_exiting_during_a_reload_leaves_the_new_one(start, tmp_path):
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        old = int(load.answers()[-1]["pid"])
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        os.kill(old, signal.SIGKILL)  # its status (137) is not prebind's
+        assert wait_for(lambda: not pid_alive(old))
+        assert load.wait_generation(2)
+        time.sleep(0.2)
+    assert p.proc.poll() is None
+    assert p.stop() == 0
+    assert "generation 1 exited with status 137 during the reload" in p.err, p.err
+
+
+def test_overlap_needs_a_readiness_condition():
+    out = run(["--reload=overlap", "--", "true"])
+    assert out.returncode == 125
+    assert out.stderr.count("\n") == 1 and "--reload=overlap needs a readiness condition" in out.stderr
+    out = run(["--reload=sometimes", "--", "true"])
+    assert out.returncode == 125 and "expected restart or overlap" in out.stderr
