@@ -22,11 +22,16 @@ enum restart_mode {
         RESTART_ALWAYS,
 };
 
-/* What a reload request (SIGHUP) does (issue 24). */
+/* What a reload request (SIGHUP, --watch) does (issue 24). */
 enum reload_mode {
         RELOAD_RESTART,         /* stop COMMAND, then start it again (the default) */
         RELOAD_OVERLAP,         /* start the new one beside it; stop the old one once the new one is ready */
 };
+
+/* At most this many --watch and --watch-ignore arguments, and this long a
+ * glob: fnmatch() stays bounded. */
+#define WATCH_ARGS_MAX 64
+#define WATCH_GLOB_MAX 255
 
 /* Everything the command line asked for: parsed once, then read-only
  * (the fd that --port-fd names is closed by publish_addresses(), once it
@@ -63,6 +68,12 @@ struct config {
         uint64_t restart_interval_usec; /* …within this interval */
         enum reload_mode reload;        /* --reload= */
         bool reload_set;
+        const char **watch;     /* --watch=PATH */
+        size_t n_watch;
+        const char **watch_ignore;      /* --watch-ignore=GLOB, after the defaults unless an empty one cleared them */
+        size_t n_watch_ignore;
+        bool watch_ignore_defaults;     /* the default globs apply */
+        uint64_t watch_delay_usec;      /* --watch-delay= */
         struct intercept_spec *intercepts;
         size_t n_intercepts;
         bool accept;            /* one COMMAND per connection */
@@ -83,10 +94,10 @@ static inline bool config_waits_ready(const struct config *c) {
         return c->ready || c->ready_log || c->ready_exec || c->ready_http;
 }
 
-/* A reload request (SIGHUP) reloads COMMAND: --restart or --reload was
- * given. Otherwise SIGHUP is forwarded. */
+/* A reload request (SIGHUP, --watch) reloads COMMAND: --restart,
+ * --reload or --watch was given. Otherwise SIGHUP is forwarded. */
 static inline bool config_reloads(const struct config *c) {
-        return c->restart_set || c->reload_set;
+        return c->restart_set || c->reload_set || c->n_watch > 0;
 }
 
 /* Returns 1 when there is work to do, 0 when --help or --version was

@@ -22,6 +22,7 @@
 #include "ready.h"
 #include "signals.h"
 #include "supervise.h"
+#include "watch.h"
 
 /* A COMMAND that did not get ready in time is given this long to stop
  * after SIGTERM when --kill-after does not say. */
@@ -65,6 +66,7 @@ struct supervisor {
         bool reload_queued;     /* a reload request came during a reload */
         struct retiree **retirees;
         size_t n_retirees;
+        struct watch *watch;    /* --watch */
 };
 
 static void on_event(struct supervisor *s, enum lc_event event);
@@ -569,6 +571,38 @@ static void on_signal(const struct signalfd_siginfo *si, struct signal_verdict v
                 raise(SIGSTOP);
 }
 
+/* --watch: a change under a watched path is a reload request, as SIGHUP. */
+static void on_watch(const char *changed, void *userdata) {
+        struct supervisor *s = userdata;
+
+        log_info("--watch: '%s' changed: %s '%s'", changed,
+                 s->config->reload == RELOAD_OVERLAP ? "reloading" : "restarting", command_name(s));
+        on_event(s, LC_RESTART_REQUEST);
+}
+
+static int start_watch(struct supervisor *s) {
+        const struct config *c = s->config;
+        struct watch_options o = {
+                .paths = c->watch,
+                .n_paths = c->n_watch,
+                .ignore = c->watch_ignore,
+                .n_ignore = c->n_watch_ignore,
+                .ignore_defaults = c->watch_ignore_defaults,
+                .delay_usec = c->watch_delay_usec,
+        };
+        const char *path = NULL;
+        int r;
+
+        if (c->n_watch == 0)
+                return 0;
+        r = watch_start(&o, s->loop, on_watch, s, &s->watch, &path);
+        if (r < 0 && path)
+                return log_error_errno(r, "--watch: cannot watch '%s': %m", path);
+        if (r < 0)
+                return log_error_errno(r, "--watch: cannot start watching: %m");
+        return 0;
+}
+
 static int on_signalfd(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct supervisor *s = userdata;
 
@@ -589,6 +623,7 @@ static void on_ports_ready(void *userdata) {
 }
 
 static void supervisor_done(struct supervisor *s) {
+        watch_stop(s->watch);
         readiness_detach(s->job->readiness);
         netns_job_detach(s->job->netns);
         disarm_timer(s, &s->kill_timer_fd);
@@ -626,6 +661,8 @@ int supervise(struct job *job, struct outcome *ret) {
             (r = readiness_attach(job->readiness, s.loop, on_readiness, &s)) < 0)
                 return log_error_errno(r, "cannot watch the event sources: %m");
         if (job->netns && (r = netns_job_attach(job->netns, s.loop, on_ports_ready, &s)) < 0)
+                return r;
+        if ((r = start_watch(&s)) < 0)
                 return r;
 
         s.state = lifecycle_started(&facts);

@@ -145,3 +145,109 @@ def test_overlap_needs_a_readiness_condition():
     assert out.stderr.count("\n") == 1 and "--reload=overlap needs a readiness condition" in out.stderr
     out = run(["--reload=sometimes", "--", "true"])
     assert out.returncode == 125 and "expected restart or overlap" in out.stderr
+
+
+# ---- --watch ------------------------------------------------------------------
+
+def start_watching(start, state, tree, *extra):
+    p = start(["-v", "--print", "--reload=overlap", *RELOAD, "--ready", f"--watch={tree}", *extra, "--", PYTHON,
+               SERVER, str(state), "--start-delay", "0.8"])
+    return p, int(p.readline())
+
+
+def save(path, how, n):
+    """One save, as an editor or a tool makes it."""
+    if how == "in place":
+        with open(path, "w") as f:
+            f.write(f"v = {n}\n")
+    elif how == "rename over":
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(f"v = {n}\n")
+        os.rename(tmp, path)
+    else:  # a new file in a new subdirectory
+        sub = path.parent / f"pkg{n}"
+        sub.mkdir()
+        (sub / "mod.py").write_text(f"v = {n}\n")
+
+
+def test_watch_a_hundred_saves_reload_debounced_with_no_failed_request(start, tmp_path):
+    # 100 saves in 10 bursts (10 ms apart, 1 s between bursts): with
+    # --watch-delay=100ms each burst is one reload, and with the overlap
+    # no client sees a refused or reset connection.
+    state, tree = tmp_path / "state", tmp_path / "src"
+    state.mkdir()
+    tree.mkdir()
+    app = tree / "app.py"
+    app.write_text("v = 0\n")
+    p, port = start_watching(start, state, tree, "--watch-delay=100ms")
+    kinds = ["in place", "rename over", "new file in a new subdirectory"]
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        for burst in range(10):
+            for i in range(10):
+                save(app, kinds[(burst * 10 + i) % 3], burst * 10 + i)
+                time.sleep(0.01)
+            assert load.wait_generation(2 + burst), (burst, load.latest())
+            time.sleep(0.3)  # settled: the next burst is a new reload
+    assert load.failed == 0, load.errors[:5]
+    assert load.slowest < 0.6, load.slowest
+    reloads = generation_file(state) - 1
+    assert 10 <= reloads <= 12, reloads  # one per burst, a burst split by a slow moment at worst
+    assert p.stop() == 0
+    assert "--watch: '" in p.err and "' changed: reloading" in p.err, p.err
+
+
+def test_watch_ignored_globs_do_not_reload(start, tmp_path):
+    state, tree = tmp_path / "state", tmp_path / "src"
+    state.mkdir()
+    for d in (".git", "__pycache__", "node_modules/lib", "logs"):
+        (tree / d).mkdir(parents=True)
+    p, port = start_watching(start, state, tree, "--watch-ignore=*.log", "--watch-ignore=logs/*")
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        (tree / ".git" / "index").write_text("x")
+        (tree / "__pycache__" / "app.cpython-311.pyc").write_text("x")
+        (tree / "node_modules" / "lib" / "index.js").write_text("x")
+        (tree / ".app.py.swp").write_text("x")
+        (tree / "app.py~").write_text("x")
+        (tree / "4913").write_text("")
+        (tree / "server.log").write_text("x")
+        (tree / "logs" / "today").write_text("x")
+        (tree / ".git" / "new").mkdir()
+        time.sleep(1.0)
+        assert generation_file(state) == 1
+        (tree / "app.py").write_text("x")  # and a real change does
+        assert load.wait_generation(2)
+    assert p.stop() == 0
+    assert f"--watch: '{tree}/app.py' changed" in p.err, p.err
+
+
+def test_watch_a_file_survives_rename_over_and_implies_restart_on_request(start, tmp_path):
+    # No --reload, no --restart: --watch alone restarts on a change.
+    conf = tmp_path / "app.conf"
+    conf.write_text("a\n")
+    starts = tmp_path / "starts"
+    p = start(["-v", f"--watch={conf}", "--", "sh", "-c", f"echo x >> {starts}; exec sleep 60"])
+    assert wait_for(lambda: starts.exists() and len(starts.read_text().split()) == 1)
+    (tmp_path / "other").write_text("beside it: does not count\n")
+    for n in range(2, 4):
+        tmp = tmp_path / "app.conf.new"
+        tmp.write_text(f"{n}\n")
+        os.rename(tmp, conf)
+        assert wait_for(lambda: len(starts.read_text().split()) == n), (n, starts.read_text())
+        time.sleep(0.3)
+    assert len(starts.read_text().split()) == 3
+    p.stop()
+    assert f"--watch: '{conf}' changed: restarting 'sh'" in p.err, p.err
+
+
+def test_watch_bad_input():
+    out = run(["--watch=/nonexistent/prebind", "--", "true"])
+    assert out.returncode == 125
+    assert out.stderr == "prebind: --watch: cannot watch '/nonexistent/prebind': No such file or directory\n", out.stderr
+    out = run(["--watch-delay=forever", "--watch=.", "--", "true"])
+    assert out.returncode == 125 and out.stderr.count("\n") == 1
+    out = run(["--watch-ignore=" + "x" * 300, "--watch=.", "--", "true"])
+    assert out.returncode == 125 and "longer than 255" in out.stderr
+    out = run(["--exec", "--watch=.", "--", "true"])
+    assert out.returncode == 125 and "cannot be combined with --exec" in out.stderr
