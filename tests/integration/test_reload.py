@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from conftest import PYTHON, TIMEOUT, pid_alive, run, server, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, run, server, wait_for
 from test_restart import Load
 
 SERVER = server("generation_http.py")
@@ -137,6 +137,35 @@ def test_the_old_generation_exiting_during_a_reload_leaves_the_new_one(start, tm
     assert p.proc.poll() is None
     assert p.stop() == 0
     assert "generation 1 exited with status 137 during the reload" in p.err, p.err
+
+
+def test_sigterm_during_a_reload_stops_both_generations(start, tmp_path):
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        old = int(load.answers()[-1]["pid"])
+        (tmp_path / "hang").touch()  # the new one is never ready
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        assert p.stop() == 0  # the new one's status: SIGTERM, a clean exit
+    assert not pid_alive(old)
+    assert "generation 1 (pid %d) told to stop" % old in p.err, p.err
+
+
+def test_the_manager_hears_reloading_then_ready_with_the_generation(start, tmp_path):
+    # prebind under prebind --ready: the outer one is the manager, and
+    # logs what the inner one tells it (-v: "is reloading", STATUS=).
+    outer_pf = tmp_path / "port"
+    p = start(["-v", "--ready=20s", f"--port-file={outer_pf}", "--", PREBIND, "--reload=overlap", "--ready",
+               "--", PYTHON, SERVER, str(tmp_path), "--start-delay", "0.3"])
+    assert wait_for(outer_pf.exists)
+    p.send(signal.SIGHUP)  # forwarded to the inner prebind, which reloads
+    assert wait_for(lambda: generation_file(tmp_path) == 2)
+    time.sleep(1.0)
+    p.stop()
+    err = p.err
+    assert "is reloading" in err, err
+    assert err.index("is reloading") < err.index(": generation 2 serving"), err
 
 
 def test_overlap_needs_a_readiness_condition():
