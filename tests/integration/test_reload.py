@@ -139,6 +139,23 @@ def test_the_old_generation_exiting_during_a_reload_leaves_the_new_one(start, tm
     assert "generation 1 exited with status 137 during the reload" in p.err, p.err
 
 
+def test_only_the_new_generations_ready_counts_and_the_old_ones_status_is_relayed(start, tmp_path):
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        old = int(load.answers()[-1]["pid"])
+        (tmp_path / "hang").touch()  # the new one is never ready...
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        os.kill(old, signal.SIGUSR1)  # ...and the old one says READY=1 again
+        time.sleep(1.0)
+        assert pid_alive(old) and load.latest() == 1
+    assert p.stop() == 0
+    assert "generation 1 says hello" in p.err, p.err
+    before_stop = p.err.split("shutdown:")[0]
+    assert "generation 2 ready" not in before_stop and "told to stop" not in before_stop, p.err
+
+
 def test_sigterm_during_a_reload_stops_both_generations(start, tmp_path):
     p, port = start_overlap(start, tmp_path)
     with Generations(port) as load:

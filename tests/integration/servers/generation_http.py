@@ -8,7 +8,8 @@ the request in hand and exits 0 (a graceful drain).
     generation_http.py STATE [--start-delay SECONDS]
 
 A file STATE/crash makes a new generation exit 3 at start (after a line
-saying so); STATE/hang makes it never get ready.
+saying so); STATE/hang makes it never get ready. SIGUSR1 makes a ready
+one send READY=1 and a STATUS= line again.
 """
 
 import argparse
@@ -79,6 +80,7 @@ def main():
         def log_message(self, *a):
             pass
 
+    signal.signal(signal.SIGUSR1, lambda *_: notify(f"READY=1\nSTATUS=generation {generation} says hello"))
     sock = socket.socket(fileno=3)
     srv = http.server.HTTPServer(sock.getsockname(), Handler, bind_and_activate=False)
     srv.socket = sock
