@@ -125,8 +125,12 @@ void readiness_child_output(const struct readiness *r, int *ret_stdout, int *ret
         probes_child_output(r ? r->probes : NULL, ret_stdout, ret_stderr);
 }
 
-void readiness_command_exited(struct readiness *r) {
-        probes_command_exited(r->probes);
+int readiness_prepare_output(struct readiness *r) {
+        return probes_prepare_output(r->probes);
+}
+
+void readiness_command_exited(struct readiness *r, pid_t child) {
+        probes_command_exited(r->probes, child);
 }
 
 void readiness_log_details(struct readiness *r) {
@@ -283,7 +287,7 @@ int readiness_start(struct readiness *r, pid_t child) {
         /* Only this COMMAND and its descendants may claim, and must again. */
         if (r->broker)
                 broker_set_command(r->broker, child);
-        probes_start(r->probes);
+        probes_start(r->probes, child);
         if (!r->pending || !r->config->ready_timeout_usec)
                 return 0;
         fresh = r->timer_fd < 0;

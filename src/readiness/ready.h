@@ -53,9 +53,15 @@ int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets
  * own). */
 void readiness_child_output(const struct readiness *r, int *ret_stdout, int *ret_stderr);
 
-/* COMMAND has exited: pass on the rest of what it wrote (--ready-log),
- * before its exit is reported. */
-void readiness_command_exited(struct readiness *r);
+/* Before a COMMAND starts (before readiness_child_output()): with
+ * --ready-log, pipes of its own when the current ones belong to a
+ * COMMAND that still runs (--reload=overlap). Returns 0 or -errno. */
+int readiness_prepare_output(struct readiness *r);
+
+/* A COMMAND (child: the current one, or one replaced by a reload) has
+ * exited: pass on the rest of what it wrote (--ready-log), before its
+ * exit is reported. */
+void readiness_command_exited(struct readiness *r, pid_t child);
 
 /* After a message that COMMAND was not ready: the last lines it wrote
  * (--ready-log), as log lines. */

@@ -142,6 +142,7 @@ static bool retiree_reaped(struct supervisor *s, pid_t pid, int status) {
                 if (t->pid != pid)
                         continue;
                 log_debug("generation %u (pid %d) ended, exit status %d", t->generation, (int) pid, status);
+                readiness_command_exited(s->job->readiness, pid);
                 retiree_free(s, t);
                 s->retirees[i] = s->retirees[--s->n_retirees];
                 return true;
@@ -262,10 +263,15 @@ static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
  * conditions the addresses are published first, while it waits: before
  * COMMAND runs, with its pid known. */
 static int start_command(struct supervisor *s) {
-        struct spawn_plan plan = job_spawn_plan(s->job);
+        struct spawn_plan plan;
         bool needs_ready = readiness_needed(s->job->readiness);
         struct spawned child;
         int r;
+
+        r = readiness_prepare_output(s->job->readiness);
+        if (r < 0)
+                return log_error_errno(r, "cannot create the pipes for --ready-log: %m");
+        plan = job_spawn_plan(s->job);
 
         /* setup_signals() made every disposition the default. */
         plan.dispositions_are_default = true;
@@ -482,7 +488,7 @@ static void command_exited(struct supervisor *s, int status) {
          * last STATUS=, STOPPING=1) before going on. */
         readiness_hear(s->job->readiness);
         /* …and pass on all it wrote (--ready-log). */
-        readiness_command_exited(s->job->readiness);
+        readiness_command_exited(s->job->readiness, s->child);
         if (s->pidfd >= 0) {
                 loop_remove(s->loop, s->pidfd);
                 close(s->pidfd);
@@ -501,6 +507,7 @@ static void command_exited(struct supervisor *s, int status) {
 /* Overlapping: the serving COMMAND exited before the new one was ready.
  * Its status is not prebind's: the new one is COMMAND now. */
 static void previous_exited(struct supervisor *s, int status) {
+        readiness_command_exited(s->job->readiness, s->previous);
         if (s->previous_pidfd >= 0) {
                 loop_remove(s->loop, s->previous_pidfd);
                 close(s->previous_pidfd);

@@ -156,6 +156,29 @@ def test_only_the_new_generations_ready_counts_and_the_old_ones_status_is_relaye
     assert "generation 2 ready" not in before_stop and "told to stop" not in before_stop, p.err
 
 
+def test_ready_log_counts_only_the_new_generations_lines(start, tmp_path):
+    # Each generation writes to pipes of its own: the serving one's ready
+    # line (it prints it again on SIGUSR1) is relayed, and does not make
+    # the new one ready. (With one pipe for both it did: generation 1
+    # was told to stop for generation 2, which never answered.)
+    p, port = start_overlap(start, tmp_path, ready=("--ready-log=^generation [0-9]+ ready$",))
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        old = int(load.answers()[-1]["pid"])
+        (tmp_path / "hang").touch()
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        time.sleep(0.2)
+        os.kill(old, signal.SIGUSR1)
+        time.sleep(1.0)
+        assert pid_alive(old) and load.latest() == 1
+        (tmp_path / "hang").unlink()
+        assert load.wait_generation(2)  # its own line counts
+    assert load.failed == 0, load.errors[:5]
+    assert p.stop() == 0
+    assert p.err.count("generation 1 ready\n") == 2, p.err  # both relayed
+
+
 def test_sigterm_during_a_reload_stops_both_generations(start, tmp_path):
     p, port = start_overlap(start, tmp_path)
     with Generations(port) as load:

@@ -9,7 +9,7 @@ the request in hand and exits 0 (a graceful drain).
 
 A file STATE/crash makes a new generation exit 3 at start (after a line
 saying so); STATE/hang makes it never get ready. SIGUSR1 makes a ready
-one send READY=1 and a STATUS= line again.
+one say it again: READY=1 with a STATUS= line, and its ready line.
 """
 
 import argparse
@@ -80,7 +80,11 @@ def main():
         def log_message(self, *a):
             pass
 
-    signal.signal(signal.SIGUSR1, lambda *_: notify(f"READY=1\nSTATUS=generation {generation} says hello"))
+    def again(*_):
+        notify(f"READY=1\nSTATUS=generation {generation} says hello")
+        print(f"generation {generation} ready", file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGUSR1, again)
     sock = socket.socket(fileno=3)
     srv = http.server.HTTPServer(sock.getsockname(), Handler, bind_and_activate=False)
     srv.socket = sock
