@@ -17,6 +17,7 @@ SECTIONS = [
     ("ttfr", "5. Time to first response (uvicorn fixture)"),
     ("accept", "6. Accept rate"),
     ("restart", "7. Restart under load"),
+    ("reload", "7b. Reload under load: --reload=overlap"),
     ("intercept", "8. --intercept (seccomp, preload): nginx under load, and start-up"),
     ("ready", "9. Readiness without sd_notify: start to first query"),
     ("relay", "10. Output relay throughput (`--ready-log`)"),

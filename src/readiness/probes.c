@@ -28,6 +28,17 @@ struct attempts {
         uint64_t last_bound;    /* …and the last one that ran out of time */
 };
 
+/* --ready-log: one COMMAND's stdout and stderr. Under --reload=overlap
+ * each generation writes to pipes of its own, so that a line of the
+ * serving one never counts for the one starting (issue 24); at most
+ * OUTPUTS_MAX at once (generations draining after SIGTERM keep theirs
+ * until they exit), beyond which the newest are shared. */
+#define OUTPUTS_MAX 8
+struct output {
+        pid_t pid;              /* the COMMAND writing to it; 0: none yet, or gone */
+        struct relay out, err;
+};
+
 struct probes {
         const struct config *config;
         struct loop *loop;
@@ -41,7 +52,9 @@ struct probes {
         struct line_regex *re;
         struct line_tail tail;
         struct line_matcher out_lines, err_lines;
-        struct relay out, err;
+        struct output *outputs[OUTPUTS_MAX];
+        size_t n_outputs;
+        struct output *current; /* the next COMMAND's, or the one waited for */
 
         /* --ready-exec */
         bool exec;
@@ -135,6 +148,62 @@ static void lines_fed(void *userdata) {
                 return;
         snprintf(what, sizeof what, "--ready-log matched '%s'", m->matched_line);
         met(p, &p->log_met, PROBE_LOG, what);
+}
+
+static void output_close(struct output *o) {
+        relay_close(&o->out);
+        relay_close(&o->err);
+        free(o);
+}
+
+/* A new pair of pipes, on the loop if the probes are. */
+static int output_open(struct probes *p) {
+        static const struct relay unopened = { .in_fd = -1, .child_fd = -1, .out_fd = -1, .nap_fd = -1 };
+        struct output *o;
+        int r;
+
+        if (p->n_outputs == OUTPUTS_MAX)
+                return 0;
+        o = calloc(1, sizeof *o);
+        if (!o)
+                return -ENOMEM;
+        o->out = o->err = unopened;
+        r = relay_open(&o->out, STDOUT_FILENO, &p->out_lines);
+        if (r >= 0)
+                r = relay_open(&o->err, STDERR_FILENO, &p->err_lines);
+        if (r >= 0 && p->loop && (r = relay_attach(&o->out, p->loop, lines_fed, p)) >= 0)
+                r = relay_attach(&o->err, p->loop, lines_fed, p);
+        if (r < 0) {
+                output_close(o);
+                return r;
+        }
+        p->outputs[p->n_outputs++] = o;
+        p->current = o;
+        return 0;
+}
+
+/* Everything o's COMMAND wrote, passed on (logs what it had to drop). */
+static void output_drain(struct output *o) {
+        struct relay *relays[] = { &o->out, &o->err };
+
+        for (size_t i = 0; i < 2; i++) {
+                uint64_t before = relays[i]->dropped;
+
+                relay_drain(relays[i]);
+                if (relays[i]->dropped > before)
+                        log_error("dropped %llu bytes of COMMAND's %s: nobody read prebind's for %.1fs",
+                                  (unsigned long long) (relays[i]->dropped - before), i ? "stderr" : "stdout",
+                                  RELAY_STALL_MS / 1000.0);
+        }
+}
+
+static void outputs_want_lines(struct probes *p, bool want) {
+        for (size_t i = 0; i < p->n_outputs; i++) {
+                bool w = want && p->outputs[i] == p->current;
+
+                relay_want_lines(&p->outputs[i]->out, w);
+                relay_want_lines(&p->outputs[i]->err, w);
+        }
 }
 
 /* ---- --ready-exec --------------------------------------------------------- */
@@ -316,9 +385,7 @@ static int setup_log(struct probes *p, const char *pattern) {
         if (line_matcher_init(&p->out_lines, p->re, &p->tail) < 0 ||
             line_matcher_init(&p->err_lines, p->re, &p->tail) < 0)
                 return log_oom();
-        r = relay_open(&p->out, STDOUT_FILENO, &p->out_lines);
-        if (r >= 0)
-                r = relay_open(&p->err, STDERR_FILENO, &p->err_lines);
+        r = output_open(p);
         if (r < 0)
                 return log_error_errno(r, "cannot create the pipes for --ready-log: %m");
         return 0;
@@ -395,8 +462,6 @@ int probes_new(const struct config *c, const struct bound_socket *sockets, size_
                 return log_oom();
         *p = (struct probes) {
                 .config = c,
-                .out = { .in_fd = -1, .child_fd = -1, .out_fd = -1 },
-                .err = { .in_fd = -1, .child_fd = -1, .out_fd = -1 },
                 .ep = { .done_fd = -1, .output_fd = -1 },
                 .exec_attempts = { .timer_fd = -1 },
                 .http_attempts = { .timer_fd = -1 },
@@ -427,8 +492,10 @@ int probes_attach(struct probes *p, struct loop *l, probe_met_callback callback,
         p->loop = l;
         p->on_met = callback;
         p->userdata = userdata;
-        if (p->log && ((r = relay_attach(&p->out, l, lines_fed, p)) < 0 || (r = relay_attach(&p->err, l, lines_fed, p)) < 0))
-                return r;
+        for (size_t i = 0; i < p->n_outputs; i++)
+                if ((r = relay_attach(&p->outputs[i]->out, l, lines_fed, p)) < 0 ||
+                    (r = relay_attach(&p->outputs[i]->err, l, lines_fed, p)) < 0)
+                        return r;
         return 0;
 }
 
@@ -436,9 +503,9 @@ void probes_detach(struct probes *p) {
         if (!p || !p->loop)
                 return;
         probes_stop(p);
-        if (p->log) {
-                relay_detach(&p->out);
-                relay_detach(&p->err);
+        for (size_t i = 0; i < p->n_outputs; i++) {
+                relay_detach(&p->outputs[i]->out);
+                relay_detach(&p->outputs[i]->err);
         }
         p->loop = NULL;
 }
@@ -447,10 +514,8 @@ void probes_free(struct probes *p) {
         if (!p)
                 return;
         probes_detach(p);
-        if (p->log) {
-                relay_close(&p->out);
-                relay_close(&p->err);
-        }
+        for (size_t i = 0; i < p->n_outputs; i++)
+                output_close(p->outputs[i]);
         line_matcher_done(&p->out_lines);
         line_matcher_done(&p->err_lines);
         line_regex_free(p->re);
@@ -464,19 +529,27 @@ void probes_free(struct probes *p) {
 }
 
 void probes_child_output(const struct probes *p, int *ret_stdout, int *ret_stderr) {
-        *ret_stdout = p && p->log ? p->out.child_fd : 0;
-        *ret_stderr = p && p->log ? p->err.child_fd : 0;
+        *ret_stdout = p && p->current ? p->current->out.child_fd : 0;
+        *ret_stderr = p && p->current ? p->current->err.child_fd : 0;
+}
+
+int probes_prepare_output(struct probes *p) {
+        if (!p || !p->current || p->current->pid == 0)
+                return 0;
+        return output_open(p);
 }
 
 static int start_timer(struct probes *p, struct attempts *a, loop_handler handler) {
         return loop_timer_arm(p->loop, &a->timer_fd, 0, handler, p);
 }
 
-void probes_start(struct probes *p) {
+void probes_start(struct probes *p, pid_t child) {
         int r;
 
         if (!p || !p->loop)
                 return;
+        if (p->current)
+                p->current->pid = child;
         probes_stop(p);
         p->waiting = true;
         p->log_met = !p->log;
@@ -488,8 +561,7 @@ void probes_start(struct probes *p) {
                 line_matcher_reset(&p->out_lines);
                 line_matcher_reset(&p->err_lines);
                 line_tail_clear(&p->tail);
-                relay_want_lines(&p->out, true);
-                relay_want_lines(&p->err, true);
+                outputs_want_lines(p, true);
         }
         /* The first attempts at once: the timer fires now. */
         p->exec_attempts.count = p->http_attempts.count = 0;
@@ -510,10 +582,8 @@ void probes_stop(struct probes *p) {
         p->waiting = false;
         /* The relay goes on, bytes only. (A message about a COMMAND that
          * was not ready comes before this, with the lines kept so far.) */
-        if (p->log) {
-                relay_want_lines(&p->out, false);
-                relay_want_lines(&p->err, false);
-        }
+        if (p->log)
+                outputs_want_lines(p, false);
         if (p->exec) {
                 attempts_stop(p, &p->exec_attempts);
                 if (p->ep.pid > 0) {
@@ -528,21 +598,25 @@ void probes_stop(struct probes *p) {
         }
 }
 
-void probes_command_exited(struct probes *p) {
+void probes_command_exited(struct probes *p, pid_t child) {
+        size_t i;
+
         if (!p || !p->log)
                 return;
-
-        struct relay *relays[] = { &p->out, &p->err };
-
-        for (size_t i = 0; i < 2; i++) {
-                uint64_t before = relays[i]->dropped;
-
-                relay_drain(relays[i]);
-                if (relays[i]->dropped > before)
-                        log_error("dropped %llu bytes of COMMAND's %s: nobody read prebind's for %.1fs",
-                                  (unsigned long long) (relays[i]->dropped - before), i ? "stderr" : "stdout",
-                                  RELAY_STALL_MS / 1000.0);
+        for (i = 0; i < p->n_outputs && p->outputs[i]->pid != child; i++)
+                ;
+        if (i == p->n_outputs) {
+                /* Not its own (OUTPUTS_MAX were in use): the shared one. */
+                output_drain(p->current);
+                return;
         }
+        output_drain(p->outputs[i]);
+        p->outputs[i]->pid = 0;
+        /* The pipes of the next COMMAND stay; a replaced one's go. */
+        if (p->outputs[i] == p->current)
+                return;
+        output_close(p->outputs[i]);
+        p->outputs[i] = p->outputs[--p->n_outputs];
 }
 
 static const char *last_line(const char *text, char *buf, size_t size) {

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "parse.h"
@@ -45,14 +46,18 @@ void probes_detach(struct probes *p);
 
 /* --ready-log: the fds COMMAND gets as stdout and stderr (0: prebind's). */
 void probes_child_output(const struct probes *p, int *ret_stdout, int *ret_stderr);
+/* Before a COMMAND starts: new pipes for it if the current ones belong
+ * to a COMMAND that still runs (--reload=overlap). Returns 0 or -errno. */
+int probes_prepare_output(struct probes *p);
 
-/* A new COMMAND started: every condition is unmet again, the probes
- * begin. */
-void probes_start(struct probes *p);
+/* A new COMMAND (child) started: every condition is unmet again, the
+ * probes begin; only its own output's lines count. */
+void probes_start(struct probes *p, pid_t child);
 /* Stop probing (ready, or given up); the output relay goes on. */
 void probes_stop(struct probes *p);
-/* COMMAND has exited: pass on all it wrote (logs what it had to drop). */
-void probes_command_exited(struct probes *p);
+/* A COMMAND (child) has exited: pass on all it wrote (logs what it had
+ * to drop); pipes of its own that no new COMMAND will get are closed. */
+void probes_command_exited(struct probes *p, pid_t child);
 
 /* What is not met, for a one-line message ("no line of its output
  * matched …", "--ready-http GET / answered 503 (12 attempts)"), each

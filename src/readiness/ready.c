@@ -22,6 +22,7 @@ struct readiness {
         unsigned conditions;            /* enum ready_condition bits the config asks for */
         unsigned pending;               /* …of which these do not hold yet */
         pid_t child;                    /* COMMAND; 0 between COMMANDs */
+        pid_t also;                     /* --reload=overlap: the serving one, heard but not counted; 0 */
         struct notify_socket notify;    /* --ready: COMMAND's NOTIFY_SOCKET */
         char *notify_entry;             /* "NOTIFY_SOCKET=…" */
         int timer_fd;                   /* the timeout; -1 when not waiting */
@@ -137,8 +138,12 @@ void readiness_child_output(const struct readiness *r, int *ret_stdout, int *ret
         probes_child_output(r ? r->probes : NULL, ret_stdout, ret_stderr);
 }
 
-void readiness_command_exited(struct readiness *r) {
-        probes_command_exited(r->probes);
+int readiness_prepare_output(struct readiness *r) {
+        return probes_prepare_output(r->probes);
+}
+
+void readiness_command_exited(struct readiness *r, pid_t child) {
+        probes_command_exited(r->probes, child);
 }
 
 void readiness_log_details(struct readiness *r) {
@@ -190,10 +195,13 @@ static void hear_one(struct readiness *r, const struct peer *from, const struct 
         /* Anyone may send them, as fast as they like (issue 19). */
         static struct log_ratelimit ignored = LOG_RATELIMIT_INIT("ignored notifications");
         pid_t sender = from->pid;
-
         /* The sender's pidfd, not its pid (issue 19): by the time the
-         * message is read, its number may be another process's. */
-        if (!peer_descends_from(from, r->child)) {
+         * message is read, its number may be another process's. During an
+         * overlapping reload the serving generation (also) may still
+         * report its status; only the new one's READY=1 counts. */
+        bool counts = peer_descends_from(from, r->child);
+
+        if (!counts && !(r->also > 0 && peer_descends_from(from, r->also))) {
                 log_ratelimited(&ignored, LOG_LEVEL_INFO, "ignoring a notification from pid %d, which is not '%s' (pid %d)",
                                 (int) sender, command_name(r), (int) r->child);
                 return;
@@ -206,6 +214,9 @@ static void hear_one(struct readiness *r, const struct peer *from, const struct 
                 log_debug("%s is stopping", command_name(r));
         if (m->reloading)
                 log_debug("%s is reloading", command_name(r));
+        /* The generation being replaced: its READY=1 says nothing of the new one. */
+        if (!counts)
+                return;
         if (m->extend_usec && (r->pending & READY_NOTIFY))
                 extend_timeout(r, m->extend_usec);
         if (m->ready) {
@@ -330,7 +341,7 @@ int readiness_start(struct readiness *r, pid_t child) {
          * child has said why and exited 125. */
         if (r->seccomp && (k = intercept_seccomp_set_command(r->seccomp, child)) < 0 && k != -ENOENT)
                 log_error_errno(k, "cannot take the seccomp listener of '%s' (--intercept): %m", command_name(r));
-        probes_start(r->probes);
+        probes_start(r->probes, child);
         if (!r->pending || !r->config->ready_timeout_usec)
                 return 0;
         fresh = r->timer_fd < 0;
@@ -355,6 +366,11 @@ void readiness_forget_child(struct readiness *r) {
         r->child = 0;
         if (r->broker)
                 broker_forget_command(r->broker);
+}
+
+void readiness_set_command(struct readiness *r, pid_t child, pid_t also) {
+        r->child = child;
+        r->also = also;
 }
 
 const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_t size) {

@@ -58,9 +58,15 @@ int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets
  * own). */
 void readiness_child_output(const struct readiness *r, int *ret_stdout, int *ret_stderr);
 
-/* COMMAND has exited: pass on the rest of what it wrote (--ready-log),
- * before its exit is reported. */
-void readiness_command_exited(struct readiness *r);
+/* Before a COMMAND starts (before readiness_child_output()): with
+ * --ready-log, pipes of its own when the current ones belong to a
+ * COMMAND that still runs (--reload=overlap). Returns 0 or -errno. */
+int readiness_prepare_output(struct readiness *r);
+
+/* A COMMAND (child: the current one, or one replaced by a reload) has
+ * exited: pass on the rest of what it wrote (--ready-log), before its
+ * exit is reported. */
+void readiness_command_exited(struct readiness *r, pid_t child);
 
 /* After a message that COMMAND was not ready: the last lines it wrote
  * (--ready-log), as log lines. */
@@ -89,6 +95,10 @@ void readiness_stop(struct readiness *r);
  * and nobody may claim a socket (its number is free for any process now,
  * issue 19). Call it at once. */
 void readiness_forget_child(struct readiness *r);
+/* --reload=overlap: whose notifications count (child: READY=1 and the
+ * rest), and whose are only relayed (also: STATUS=, ERRNO= of the
+ * generation that serves while the new one starts; 0: nobody's). */
+void readiness_set_command(struct readiness *r, pid_t child, pid_t also);
 
 /* Hear what COMMAND sent before it exited (a last STATUS=, STOPPING=1,
  * a report of what it bound), before it is reaped: a zombie's pidfd

@@ -55,6 +55,14 @@ static void help(void) {
                "      --restart-delay=DURATION wait before a restart (default 100ms)\n"
                "      --restart-limit=N[/DURATION]  give up after N restarts within DURATION\n"
                "                               (default 5/10s; 0: no limit)\n"
+               "      --reload=HOW             what SIGHUP and --watch do: restart (stop, then\n"
+               "                               start; the default) or overlap (start the new\n"
+               "                               COMMAND first, stop the old one once it is ready)\n"
+               "      --watch=PATH             reload when a file under PATH changes (repeatable)\n"
+               "      --watch-delay=DURATION   wait for changes to settle (default 100ms)\n"
+               "      --watch-ignore=GLOB      changes to matching names do not count (repeatable;\n"
+               "                               added to the defaults: .git, __pycache__, *.swp...;\n"
+               "                               an empty GLOB drops the defaults)\n"
                "      --accept                 run COMMAND once per connection, the connection as fd 3\n"
                "      --max-connections=N      with --accept, at most N COMMANDs at once (default 64);\n"
                "                               with --intercept, N forwarded connections per socket\n"
@@ -128,6 +136,10 @@ enum {
         ARG_RESTART,
         ARG_RESTART_DELAY,
         ARG_RESTART_LIMIT,
+        ARG_RELOAD,
+        ARG_WATCH,
+        ARG_WATCH_DELAY,
+        ARG_WATCH_IGNORE,
         ARG_ACCEPT,
         ARG_MAX_CONNECTIONS,
         ARG_INETD,
@@ -171,6 +183,10 @@ static const struct option options[] = {
         { "restart",     required_argument, NULL, ARG_RESTART },
         { "restart-delay", required_argument, NULL, ARG_RESTART_DELAY },
         { "restart-limit", required_argument, NULL, ARG_RESTART_LIMIT },
+        { "reload",      required_argument, NULL, ARG_RELOAD },
+        { "watch",       required_argument, NULL, ARG_WATCH },
+        { "watch-delay", required_argument, NULL, ARG_WATCH_DELAY },
+        { "watch-ignore", required_argument, NULL, ARG_WATCH_IGNORE },
         { "accept",      no_argument,       NULL, ARG_ACCEPT },
         { "max-connections", required_argument, NULL, ARG_MAX_CONNECTIONS },
         { "inetd",       no_argument,       NULL, ARG_INETD },
@@ -250,6 +266,20 @@ static int add_setenv(struct config *c, char *arg) {
                 return log_oom();
         c->setenv = grown;
         c->setenv[c->n_setenv++] = arg;
+        return 0;
+}
+
+/* One more --watch or --watch-ignore argument, bounded. */
+static int add_watch_arg(const char *option, const char ***list, size_t *n, const char *arg) {
+        const char **grown;
+
+        if (*n >= WATCH_ARGS_MAX)
+                return usage_error(option, arg, "too many (at most 64)");
+        grown = realloc(*list, (*n + 1) * sizeof *grown);
+        if (!grown)
+                return log_oom();
+        *list = grown;
+        (*list)[(*n)++] = arg;
         return 0;
 }
 
@@ -426,6 +456,31 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return 0;
         case ARG_RESTART_LIMIT:
                 return parse_restart_limit(c, arg);
+        case ARG_RELOAD:
+                if (strcmp(arg, "restart") == 0)
+                        c->reload = RELOAD_RESTART;
+                else if (strcmp(arg, "overlap") == 0)
+                        c->reload = RELOAD_OVERLAP;
+                else
+                        return usage_error("--reload", arg, "expected restart or overlap");
+                c->reload_set = true;
+                return 0;
+        case ARG_WATCH:
+                if (!*arg)
+                        return usage_error("--watch", arg, "empty path");
+                return add_watch_arg("--watch", &c->watch, &c->n_watch, arg);
+        case ARG_WATCH_DELAY:
+                if (parse_duration(arg, &c->watch_delay_usec) < 0 || c->watch_delay_usec > 60 * USEC_PER_SEC)
+                        return usage_error("--watch-delay", arg, "expected a duration up to 60s, such as 100ms");
+                return 0;
+        case ARG_WATCH_IGNORE:
+                if (!*arg) {
+                        c->watch_ignore_defaults = false;
+                        return 0;
+                }
+                if (strlen(arg) > WATCH_GLOB_MAX)
+                        return usage_error("--watch-ignore", arg, "longer than 255 characters");
+                return add_watch_arg("--watch-ignore", &c->watch_ignore, &c->n_watch_ignore, arg);
         case ARG_ACCEPT:
                 c->accept = true;
                 return 0;
@@ -533,6 +588,19 @@ static int check_conflicts(const struct config *c) {
         if (c->netns && (c->exec || c->accept))
                 return usage_error(NULL, NULL, "--netns needs one supervised COMMAND: it cannot be combined with "
                                    "--exec or --accept");
+        if ((c->reload_set || c->n_watch) && (c->exec || c->accept))
+                return usage_error(NULL, NULL, "--reload and --watch need one supervised COMMAND: they cannot be "
+                                   "combined with --exec or --accept");
+        /* The old one is stopped once the new one is ready: without a
+         * check, "ready" would mean "forked", and the overlap would only
+         * give the new one a head start of nothing. */
+        if (c->reload == RELOAD_OVERLAP && !config_waits_ready(c) && c->n_intercepts == 0)
+                return usage_error(NULL, NULL, "--reload=overlap needs a readiness condition to know when the new "
+                                   "COMMAND is ready: --ready, --ready-log, --ready-exec, --ready-http or --intercept");
+        /* Each COMMAND has a namespace of its own, and the supervisor one
+         * --netns job: two generations at once are not supported. */
+        if (c->reload == RELOAD_OVERLAP && c->netns)
+                return usage_error(NULL, NULL, "--reload=overlap cannot be combined with --netns");
         return 0;
 }
 
@@ -550,6 +618,8 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 .restart_interval_usec = 10 * USEC_PER_SEC,
                 .max_connections = 64,
                 .share_linger_usec = 1 * USEC_PER_SEC,
+                .watch_ignore_defaults = true,
+                .watch_delay_usec = 100 * 1000,
         };
         bool print_format_set = false;
         int opt, r;
@@ -625,6 +695,10 @@ void config_done(struct config *c) {
                 listen_spec_done(&c->listens[i]);
         free(c->listens);
         free(c->setenv);
+        free(c->watch);
+        free(c->watch_ignore);
+        c->watch = c->watch_ignore = NULL;
+        c->n_watch = c->n_watch_ignore = 0;
         for (size_t i = 0; i < c->n_intercepts; i++)
                 free(c->intercepts[i].name);
         free(c->intercepts);

@@ -38,6 +38,17 @@ enum restart_mode {
         RESTART_ALWAYS,
 };
 
+/* What a reload request (SIGHUP, --watch) does (issue 24). */
+enum reload_mode {
+        RELOAD_RESTART,         /* stop COMMAND, then start it again (the default) */
+        RELOAD_OVERLAP,         /* start the new one beside it; stop the old one once the new one is ready */
+};
+
+/* At most this many --watch and --watch-ignore arguments, and this long a
+ * glob: fnmatch() stays bounded. */
+#define WATCH_ARGS_MAX 64
+#define WATCH_GLOB_MAX 255
+
 /* Everything the command line asked for: parsed once, then read-only
  * (the fd that --port-fd names is closed by publish_addresses(), once it
  * has been written). */
@@ -71,6 +82,14 @@ struct config {
         uint64_t restart_delay_usec;
         unsigned restart_burst; /* at most this many restarts… (0: no limit) */
         uint64_t restart_interval_usec; /* …within this interval */
+        enum reload_mode reload;        /* --reload= */
+        bool reload_set;
+        const char **watch;     /* --watch=PATH */
+        size_t n_watch;
+        const char **watch_ignore;      /* --watch-ignore=GLOB, after the defaults unless an empty one cleared them */
+        size_t n_watch_ignore;
+        bool watch_ignore_defaults;     /* the default globs apply */
+        uint64_t watch_delay_usec;      /* --watch-delay= */
         struct intercept_spec *intercepts;
         size_t n_intercepts;
         enum intercept_via intercept_via;
@@ -102,6 +121,12 @@ static inline bool config_waits_ready(const struct config *c) {
  * prebind. With --exec there is no parent to die. */
 static inline int config_death_signal(const struct config *c) {
         return c->exec || c->no_die_with_supervisor ? 0 : SIGTERM;
+}
+
+/* A reload request (SIGHUP, --watch) reloads COMMAND: --restart,
+ * --reload or --watch was given. Otherwise SIGHUP is forwarded. */
+static inline bool config_reloads(const struct config *c) {
+        return c->restart_set || c->reload_set || c->n_watch > 0;
 }
 
 /* Returns 1 when there is work to do, 0 when --help or --version was

@@ -47,13 +47,58 @@ static struct lc_transition transition(enum lc_state state, enum lc_event event,
 
 /* The effects that follow from the states alone: leaving the wait for
  * readiness, however, leaves no timeout or probe behind (a new COMMAND
- * starts its own). */
+ * starts its own, and so does the next generation). */
 struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
         struct lc_transition t = transition(state, event, f);
+        bool waits = state == LC_WAITING_READY || state == LC_OVERLAPPING;
+        bool still = t.state == LC_WAITING_READY || t.state == LC_OVERLAPPING;
 
-        if (state == LC_WAITING_READY && t.state != LC_WAITING_READY)
+        /* (A new COMMAND that was waiting beside the serving one, still
+         * waits once it is the only one.) */
+        if (waits && (!still || (t.actions & LC_ACT_START_NEXT)))
                 t.actions |= LC_ACT_STOP_READINESS;
         return t;
+}
+
+/* The reload is over (the new COMMAND serves, or failed and the previous
+ * one serves on): the next one, if one was asked for meanwhile. */
+static struct lc_transition reload_over(const struct lc_facts *f, unsigned actions) {
+        if (f->reload_queued)
+                return (struct lc_transition) { LC_OVERLAPPING, actions | LC_ACT_START_NEXT };
+        return (struct lc_transition) { LC_RUNNING, actions };
+}
+
+/* --reload=overlap, issue 24: the new COMMAND starts beside the serving
+ * one, which is stopped only once the new one is ready; a new one that
+ * fails leaves it serving. One reload at a time: requests meanwhile
+ * make one more, after it. */
+static struct lc_transition overlapping(enum lc_event event, const struct lc_facts *f) {
+        struct lc_transition same = { LC_OVERLAPPING, 0 };
+
+        switch (event) {
+        case LC_READY:
+                return reload_over(f, LC_ACT_RETIRE_PREVIOUS | LC_ACT_PUBLISH);
+        case LC_READY_TIMEOUT:
+                return reload_over(f, LC_ACT_SAY_NOT_READY | LC_ACT_DROP_NEXT);
+        case LC_EXITED:
+                return reload_over(f, LC_ACT_SAY_EXITED_UNREADY | LC_ACT_DROP_NEXT);
+        case LC_START_FAILED:
+                return (struct lc_transition) { LC_RUNNING, LC_ACT_DROP_NEXT };
+        case LC_SHUTDOWN:
+                /* The signal goes to the new one; the serving one is told too. */
+                return (struct lc_transition) { LC_STOPPING,
+                                                LC_ACT_RETIRE_PREVIOUS | LC_ACT_TELL_STOPPING | LC_ACT_ARM_KILL };
+        case LC_RESTART_REQUEST:
+                return f->reload_queued ? same : (struct lc_transition) { LC_OVERLAPPING, LC_ACT_QUEUE_RELOAD };
+        case LC_PREVIOUS_EXITED:
+                /* The new one is the only one, still waiting; a request
+                 * queued meanwhile is handled as in that state. */
+                if (f->reload_queued)
+                        return (struct lc_transition) { LC_RESTARTING, LC_ACT_TERMINATE | LC_ACT_ARM_KILL };
+                return (struct lc_transition) { LC_WAITING_READY, 0 };
+        default:
+                return same;
+        }
 }
 
 static struct lc_transition transition(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
@@ -62,6 +107,8 @@ static struct lc_transition transition(enum lc_state state, enum lc_event event,
 
         if (state == LC_DONE)
                 return same;
+        if (state == LC_OVERLAPPING)
+                return overlapping(event, f);
         switch (event) {
         case LC_READY:
                 return state == LC_WAITING_READY ? (struct lc_transition) { LC_RUNNING, LC_ACT_PUBLISH } : same;
@@ -79,6 +126,9 @@ static struct lc_transition transition(enum lc_state state, enum lc_event event,
                         return (struct lc_transition) { LC_DONE, LC_ACT_TELL_STOPPING };
                 return same;
         case LC_RESTART_REQUEST:
+                /* Nothing serves before COMMAND is ready: a restart loses nothing. */
+                if (state == LC_RUNNING && f->overlap && f->needs_ready)
+                        return (struct lc_transition) { LC_OVERLAPPING, LC_ACT_START_NEXT };
                 if (live)
                         return (struct lc_transition) { LC_RESTARTING, LC_ACT_TERMINATE | LC_ACT_ARM_KILL };
                 /* During the delay: cut it short. */
@@ -120,6 +170,7 @@ const char *lifecycle_state_name(enum lc_state state) {
         static const char *const names[_LC_STATE_MAX] = {
                 [LC_WAITING_READY] = "waiting-ready", [LC_RUNNING] = "running",
                 [LC_RESTARTING] = "restarting",       [LC_RESTART_PENDING] = "restart-pending",
+                [LC_OVERLAPPING] = "overlapping",
                 [LC_STOPPING] = "stopping",           [LC_NOT_READY] = "not-ready",
                 [LC_DRAINING] = "draining",
                 [LC_DONE] = "done",
@@ -133,7 +184,7 @@ const char *lifecycle_event_name(enum lc_event event) {
                 [LC_SHUTDOWN] = "shutdown",     [LC_RESTART_REQUEST] = "restart-request",
                 [LC_KILL_TIMEOUT] = "kill-timeout", [LC_RESTART_DUE] = "restart-due",
                 [LC_EXITED] = "exited",         [LC_START_FAILED] = "start-failed",
-                [LC_GROUP_GONE] = "group-gone",
+                [LC_GROUP_GONE] = "group-gone", [LC_PREVIOUS_EXITED] = "previous-exited",
         };
         return event >= 0 && event < _LC_EVENT_MAX ? names[event] : "?";
 }

@@ -10,6 +10,7 @@ enum lc_state {
         LC_WAITING_READY,       /* COMMAND runs; readiness conditions pending */
         LC_RUNNING,             /* COMMAND runs; published */
         LC_RESTARTING,          /* SIGHUP: COMMAND was told to stop, a new one follows */
+        LC_OVERLAPPING,         /* --reload=overlap: a new COMMAND waits for readiness beside the one serving */
         LC_RESTART_PENDING,     /* COMMAND exited; the next starts after --restart-delay */
         LC_STOPPING,            /* SIGTERM/SIGINT: waiting for COMMAND, no restart */
         LC_NOT_READY,           /* readiness timed out: COMMAND told to stop; ends 124 */
@@ -22,12 +23,13 @@ enum lc_event {
         LC_READY,               /* every readiness condition holds */
         LC_READY_TIMEOUT,
         LC_SHUTDOWN,            /* SIGTERM, SIGINT, a terminal hangup */
-        LC_RESTART_REQUEST,     /* SIGHUP with --restart */
+        LC_RESTART_REQUEST,     /* a reload request: SIGHUP (with --restart, --reload or --watch), --watch */
         LC_KILL_TIMEOUT,        /* --kill-after (or the not-ready grace) passed */
         LC_RESTART_DUE,         /* --restart-delay passed */
         LC_EXITED,              /* COMMAND exited and was reaped */
         LC_START_FAILED,        /* a new COMMAND could not be started */
         LC_GROUP_GONE,          /* --group: no process of COMMAND's group is left */
+        LC_PREVIOUS_EXITED,     /* overlapping: the serving COMMAND exited (LC_EXITED is the new one's) */
         _LC_EVENT_MAX,
 };
 
@@ -51,6 +53,12 @@ enum lc_action {
         LC_ACT_KILL_GROUP = 1 << 14,    /* …and SIGKILL it */
         LC_ACT_COUNT_RESTART = 1 << 15, /* a --restart policy restart: it counts towards --restart-limit */
         LC_ACT_START = 1 << 16,         /* start a new COMMAND */
+        LC_ACT_RETIRE_PREVIOUS = 1 << 17, /* the replaced COMMAND: SIGTERM, its own --kill-after; its exit ends nothing */
+        LC_ACT_DROP_NEXT = 1 << 18,     /* the new COMMAND failed: stopped if it runs (SIGTERM, the not-ready
+                                         * grace); the previous one is COMMAND again, READY=1 to the manager */
+        LC_ACT_QUEUE_RELOAD = 1 << 19,  /* one more reload once this one is over */
+        LC_ACT_START_NEXT = 1 << 20,    /* RELOADING=1 (if published); start a new COMMAND beside the serving one;
+                                         * the queued reload, if any, is this one */
 };
 
 /* What the supervisor knows when an event comes, for the transitions that
@@ -62,6 +70,8 @@ struct lc_facts {
         bool restart_delay;     /* --restart-delay is not 0 */
         bool group_left;        /* --group: the exited COMMAND's group still has processes */
         bool kill_after;        /* --kill-after is given */
+        bool overlap;           /* --reload=overlap */
+        bool reload_queued;     /* a reload request came during the current reload */
 };
 
 struct lc_transition {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -23,10 +24,24 @@
 #include "share.h"
 #include "signals.h"
 #include "supervise.h"
+#include "watch.h"
 
 /* A COMMAND that did not get ready in time is given this long to stop
  * after SIGTERM when --kill-after does not say. */
 #define NOT_READY_GRACE_USEC (5 * USEC_PER_SEC)
+
+struct supervisor;
+
+/* A COMMAND of an earlier generation, told to stop (replaced by a new
+ * one, or a new one that failed): reaped when it exits, SIGKILLed after
+ * its --kill-after; its exit ends nothing. */
+struct retiree {
+        struct supervisor *s;
+        pid_t pid;
+        int pidfd;              /* -1: SIGCHLD alone */
+        int kill_timer_fd;      /* -1 unless armed */
+        unsigned generation;
+};
 
 /* The supervisor: one state (enum lc_state), and what carrying out its
  * transitions needs. */
@@ -45,6 +60,15 @@ struct supervisor {
         int error;              /* prebind must give up: -errno */
         uint64_t *restarts;     /* when the last restart_burst restarts happened */
         unsigned n_restarts;
+        unsigned generation;    /* COMMAND's, from 1 (issue 24) */
+        unsigned n_started;     /* COMMANDs started so far */
+        pid_t previous;         /* overlapping: the COMMAND that serves while COMMAND (the new one) starts */
+        int previous_pidfd;
+        unsigned previous_generation;
+        bool reload_queued;     /* a reload request came during a reload */
+        struct retiree **retirees;
+        size_t n_retirees;
+        struct watch *watch;    /* --watch */
 };
 
 static void on_event(struct supervisor *s, enum lc_event event);
@@ -59,6 +83,73 @@ static void signal_command(struct supervisor *s, int sig) {
         if (r < 0)
                 log_error_errno(r, "cannot send signal %d (%s) to %d: %m", sig, sigabbrev_np(sig) ?: "?",
                                 (int) (s->config->group ? -s->child : s->child));
+}
+
+/* SIGTERM to a COMMAND that is being replaced (or failed to replace the
+ * serving one): it may drain its connections, within kill_usec (0: as
+ * long as it likes). */
+static int on_retiree_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata);
+
+static void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generation, uint64_t kill_usec) {
+        struct retiree *t = malloc(sizeof *t), **grown;
+        int r;
+
+        r = signal_process(pid, s->config->group, SIGTERM);
+        if (r < 0)
+                log_error_errno(r, "cannot stop generation %u (pid %d): %m", generation, (int) pid);
+        grown = t ? realloc(s->retirees, (s->n_retirees + 1) * sizeof *grown) : NULL;
+        if (!grown) {
+                /* Unwatched, it is still reaped (SIGCHLD), unkilled. */
+                log_oom();
+                free(t);
+                if (pidfd >= 0) {
+                        loop_remove(s->loop, pidfd);
+                        close(pidfd);
+                }
+                return;
+        }
+        *t = (struct retiree) { .s = s, .pid = pid, .pidfd = pidfd, .kill_timer_fd = -1, .generation = generation };
+        s->retirees = grown;
+        s->retirees[s->n_retirees++] = t;
+        if (kill_usec && (r = loop_timer_arm(s->loop, &t->kill_timer_fd, kill_usec, on_retiree_kill_timer, t)) < 0)
+                log_error_errno(r, "cannot arm the kill timer: %m");
+        log_debug("generation %u (pid %d) told to stop", generation, (int) pid);
+}
+
+static int on_retiree_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct retiree *t = userdata;
+
+        if (!timer_expired(fd))
+                return 0;
+        log_info("generation %u (pid %d) still running after --kill-after, sending SIGKILL", t->generation, (int) t->pid);
+        (void) signal_process(t->pid, t->s->config->group, SIGKILL);
+        loop_timer_disarm(l, &t->kill_timer_fd);
+        return 0;
+}
+
+static void retiree_free(struct supervisor *s, struct retiree *t) {
+        loop_timer_disarm(s->loop, &t->kill_timer_fd);
+        if (t->pidfd >= 0) {
+                loop_remove(s->loop, t->pidfd);
+                close(t->pidfd);
+        }
+        free(t);
+}
+
+/* Is pid a retiree? Then it is gone: forget it. */
+static bool retiree_reaped(struct supervisor *s, pid_t pid, int status) {
+        for (size_t i = 0; i < s->n_retirees; i++) {
+                struct retiree *t = s->retirees[i];
+
+                if (t->pid != pid)
+                        continue;
+                log_debug("generation %u (pid %d) ended, exit status %d", t->generation, (int) pid, status);
+                readiness_command_exited(s->job->readiness, pid);
+                retiree_free(s, t);
+                s->retirees[i] = s->retirees[--s->n_retirees];
+                return true;
+        }
+        return false;
 }
 
 static void arm_timer(struct supervisor *s, int *fd, uint64_t usec, loop_handler handler, const char *what) {
@@ -129,6 +220,8 @@ static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
                 .restart_delay = c->restart_delay_usec > 0,
                 .group_left = event == LC_EXITED && group_left(s),
                 .kill_after = c->kill_after_usec > 0,
+                .overlap = c->reload == RELOAD_OVERLAP,
+                .reload_queued = s->reload_queued,
         };
 
         if (event == LC_EXITED && f.restart_wanted)
@@ -142,6 +235,20 @@ static void forget_pidfd(struct supervisor *s) {
         if (s->pidfd >= 0)
                 close(s->pidfd);
         s->pidfd = -1;
+}
+
+/* Ready: published the first time; after that READY=1 again to prebind's
+ * manager (systemd's Type=notify-reload: RELOADING=1, then READY=1), with
+ * the generation that serves. */
+static int publish(struct supervisor *s, pid_t pid) {
+        char status[64];
+
+        log_debug("generation %u ready, serving", s->generation);
+        if (!s->job->published)
+                return job_publish(s->job, pid);
+        snprintf(status, sizeof status, "READY=1\nSTATUS=generation %u serving", s->generation);
+        notify_manager(status);
+        return 0;
 }
 
 /* --netns: a new namespace for each COMMAND, and its notification socket
@@ -164,10 +271,15 @@ static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
  * conditions the addresses are published first, while it waits: before
  * COMMAND runs, with its pid known. */
 static int start_command(struct supervisor *s) {
-        struct spawn_plan plan = job_spawn_plan(s->job);
+        struct spawn_plan plan;
         bool needs_ready = readiness_needed(s->job->readiness);
         struct spawned child;
         int r;
+
+        r = readiness_prepare_output(s->job->readiness);
+        if (r < 0)
+                return log_error_errno(r, "cannot create the pipes for --ready-log: %m");
+        plan = job_spawn_plan(s->job);
 
         /* setup_signals() made every disposition the default. */
         plan.dispositions_are_default = true;
@@ -184,7 +296,8 @@ static int start_command(struct supervisor *s) {
          * that closes the gate, and the child exits unexec'd. */
         s->pidfd = (int) syscall(SYS_pidfd_open, child.pid, 0);
         guard_watch(s->job->guard, child.pid, s->pidfd, s->config->group);
-        if (!needs_ready && (r = job_publish(s->job, child.pid)) < 0) {
+        s->generation = ++s->n_started;
+        if (!needs_ready && (r = publish(s, child.pid)) < 0) {
                 /* Closing the gate unopened makes the child exit unexec'd. */
                 spawn_abandon(&child);
                 guard_unwatch(s->job->guard);
@@ -202,7 +315,7 @@ static int start_command(struct supervisor *s) {
         }
         s->child = child.pid;
         s->group = s->config->group ? child.pid : 0;
-        log_debug("started '%s' as pid %d", command_name(s), (int) child.pid);
+        log_debug("started '%s' as pid %d, generation %u", command_name(s), (int) child.pid, s->generation);
 
         if (s->pidfd >= 0 && loop_add(s->loop, s->pidfd, EPOLLIN, on_pidfd, s) < 0) {
                 close(s->pidfd);
@@ -210,6 +323,7 @@ static int start_command(struct supervisor *s) {
         }
         if (needs_ready && (r = readiness_start(s->job->readiness, child.pid)) < 0)
                 return r;
+        readiness_set_command(s->job->readiness, child.pid, s->previous);
         /* --intercept: ready once every port accepts inside. */
         return s->job->netns ? netns_job_started(s->job->netns) : 0;
 }
@@ -233,6 +347,62 @@ static void log_error_exited_unready(struct supervisor *s) {
         readiness_log_details(s->job->readiness);
 }
 
+/* --reload=overlap: the serving COMMAND becomes the previous one, and a
+ * new one starts beside it on the same sockets. */
+static int start_next(struct supervisor *s) {
+        char reloading[64];
+
+        s->reload_queued = false;
+        s->previous = s->child;
+        s->previous_pidfd = s->pidfd;
+        s->previous_generation = s->generation;
+        s->child = 0;
+        s->pidfd = -1;
+        if (s->job->published) {
+                snprintf(reloading, sizeof reloading, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) now_usec());
+                notify_manager(reloading);
+        }
+        log_debug("reloading: generation %u starts beside generation %u", s->n_started + 1, s->previous_generation);
+        return start_command(s);
+}
+
+/* The new COMMAND failed (exited, not ready in time, not started): it is
+ * stopped if it still runs, and the previous one serves on. */
+static void drop_next(struct supervisor *s) {
+        char status[96];
+        unsigned failed = s->n_started;
+
+        if (s->child > 0)
+                retire(s, s->child, s->pidfd, s->generation, s->config->kill_after_usec ?: NOT_READY_GRACE_USEC);
+        else if (s->pidfd >= 0) {
+                loop_remove(s->loop, s->pidfd);
+                close(s->pidfd);
+        }
+        s->child = s->previous;
+        s->pidfd = s->previous_pidfd;
+        s->generation = s->previous_generation;
+        s->group = s->config->group ? s->child : 0;
+        s->previous = 0;
+        s->previous_pidfd = -1;
+        readiness_set_command(s->job->readiness, s->child, 0);
+        log_error("reload failed: generation %u keeps serving", s->generation);
+        if (s->job->published) {
+                snprintf(status, sizeof status, "READY=1\nSTATUS=generation %u serving (generation %u failed)",
+                         s->generation, failed);
+                notify_manager(status);
+        }
+}
+
+/* The new COMMAND is ready: the previous one is told to stop. */
+static void retire_previous(struct supervisor *s) {
+        if (s->previous <= 0)
+                return;
+        retire(s, s->previous, s->previous_pidfd, s->previous_generation, s->config->kill_after_usec);
+        s->previous = 0;
+        s->previous_pidfd = -1;
+        readiness_set_command(s->job->readiness, s->child, 0);
+}
+
 /* Carry out a transition's actions, in the order of enum lc_action.
  * Returns the event they caused (a start that failed), or -1. */
 static int act(struct supervisor *s, unsigned actions) {
@@ -247,7 +417,7 @@ static int act(struct supervisor *s, unsigned actions) {
                 s->outcome.kind = OUTCOME_NOT_READY;
         if (actions & LC_ACT_STOP_READINESS)
                 readiness_stop(s->job->readiness);
-        if (actions & LC_ACT_PUBLISH && (r = job_publish(s->job, s->child)) < 0)
+        if (actions & LC_ACT_PUBLISH && (r = publish(s, s->child)) < 0)
                 s->error = r;
         if (actions & LC_ACT_TERMINATE)
                 signal_command(s, SIGTERM);
@@ -296,6 +466,19 @@ static int act(struct supervisor *s, unsigned actions) {
                         return LC_START_FAILED;
                 }
         }
+        if (actions & LC_ACT_RETIRE_PREVIOUS)
+                retire_previous(s);
+        if (actions & LC_ACT_DROP_NEXT)
+                drop_next(s);
+        if (actions & LC_ACT_QUEUE_RELOAD) {
+                log_debug("a reload was requested during a reload: one more follows it");
+                s->reload_queued = true;
+        }
+        if (actions & LC_ACT_START_NEXT && (r = start_next(s)) < 0) {
+                if (s->outcome.kind != OUTCOME_EXEC_FAILED)
+                        s->error = r;
+                return LC_START_FAILED;
+        }
         return -1;
 }
 
@@ -319,7 +502,7 @@ static void command_exited(struct supervisor *s, int status) {
         /* Reaped: its number may be the next process's. What it said was
          * heard before (reap()); now pass on all it wrote (--ready-log). */
         readiness_forget_child(s->job->readiness);
-        readiness_command_exited(s->job->readiness);
+        readiness_command_exited(s->job->readiness, s->child);
         if (s->pidfd >= 0) {
                 loop_remove(s->loop, s->pidfd);
                 close(s->pidfd);
@@ -337,12 +520,28 @@ static void command_exited(struct supervisor *s, int status) {
         on_event(s, LC_EXITED);
 }
 
+/* Overlapping: the serving COMMAND exited before the new one was ready.
+ * Its status is not prebind's: the new one is COMMAND now. */
+static void previous_exited(struct supervisor *s, int status) {
+        readiness_command_exited(s->job->readiness, s->previous);
+        if (s->previous_pidfd >= 0) {
+                loop_remove(s->loop, s->previous_pidfd);
+                close(s->previous_pidfd);
+        }
+        s->previous_pidfd = -1;
+        s->previous = 0;
+        readiness_set_command(s->job->readiness, s->child, 0);
+        log_info("generation %u exited with status %d during the reload; generation %u is the only one", s->previous_generation,
+                 status, s->generation);
+        on_event(s, LC_PREVIOUS_EXITED);
+}
+
 /* Reap every child that has exited: COMMAND, and as PID 1 or a subreaper
  * (--group makes prebind one), adopted orphans: members of COMMAND's
  * group among them, whose exits tell when the group is gone. */
 static void reap(struct supervisor *s) {
         pid_t pid;
-        int status, command_status = -1;
+        int status, command_status = -1, previous_status = -1;
 
         /* What COMMAND said before it exited is queued already: hear it (a
          * last STATUS=, STOPPING=1, a report of what it bound) while it is
@@ -351,9 +550,17 @@ static void reap(struct supervisor *s) {
         readiness_hear(s->job->readiness);
         /* Every zombie next: one left unreaped would still count as a
          * member of COMMAND's group. */
-        while (reap_one(&pid, &status) > 0)
+        while (reap_one(&pid, &status) > 0) {
                 if (pid == s->child)
                         command_status = status;
+                else if (s->previous > 0 && pid == s->previous)
+                        previous_status = status;
+                else
+                        (void) retiree_reaped(s, pid, status);
+        }
+        /* The previous one first: a new one that failed hands back to it. */
+        if (previous_status >= 0)
+                previous_exited(s, previous_status);
         if (command_status >= 0)
                 command_exited(s, command_status);
         if (s->state == LC_DRAINING && !group_left(s)) {
@@ -377,10 +584,12 @@ static void on_signal(const struct signalfd_siginfo *si, struct signal_verdict v
                 return;
         if (v.shutdown)
                 on_event(s, LC_SHUTDOWN);
-        else if (sig == SIGHUP && s->config->restart_set) {
-                /* Restart on demand (a file watcher): stop COMMAND as for a
-                 * shutdown, then start a new one at once; not forwarded. */
-                log_info("SIGHUP: restarting '%s'", command_name(s));
+        else if (sig == SIGHUP && config_reloads(s->config)) {
+                /* Reload on demand: stop COMMAND as for a shutdown, then
+                 * start a new one at once (--reload=overlap: start the new
+                 * one first); not forwarded. */
+                log_info("SIGHUP: %s '%s'", s->config->reload == RELOAD_OVERLAP ? "reloading" : "restarting",
+                         command_name(s));
                 on_event(s, LC_RESTART_REQUEST);
                 return;
         }
@@ -390,6 +599,38 @@ static void on_signal(const struct signalfd_siginfo *si, struct signal_verdict v
         }
         if (v.stop_self)
                 raise(SIGSTOP);
+}
+
+/* --watch: a change under a watched path is a reload request, as SIGHUP. */
+static void on_watch(const char *changed, void *userdata) {
+        struct supervisor *s = userdata;
+
+        log_info("--watch: '%s' changed: %s '%s'", changed,
+                 s->config->reload == RELOAD_OVERLAP ? "reloading" : "restarting", command_name(s));
+        on_event(s, LC_RESTART_REQUEST);
+}
+
+static int start_watch(struct supervisor *s) {
+        const struct config *c = s->config;
+        struct watch_options o = {
+                .paths = c->watch,
+                .n_paths = c->n_watch,
+                .ignore = c->watch_ignore,
+                .n_ignore = c->n_watch_ignore,
+                .ignore_defaults = c->watch_ignore_defaults,
+                .delay_usec = c->watch_delay_usec,
+        };
+        const char *path = NULL;
+        int r;
+
+        if (c->n_watch == 0)
+                return 0;
+        r = watch_start(&o, s->loop, on_watch, s, &s->watch, &path);
+        if (r < 0 && path)
+                return log_error_errno(r, "--watch: cannot watch '%s': %m", path);
+        if (r < 0)
+                return log_error_errno(r, "--watch: cannot start watching: %m");
+        return 0;
 }
 
 static int on_signalfd(struct loop *l, int fd, uint32_t revents, void *userdata) {
@@ -423,12 +664,18 @@ static void on_share_stop(void *userdata) {
 
 static void supervisor_done(struct supervisor *s) {
         share_serve_end(s->job->share);
+        watch_stop(s->watch);
         readiness_detach(s->job->readiness);
         netns_job_detach(s->job->netns);
         disarm_timer(s, &s->kill_timer_fd);
         disarm_timer(s, &s->restart_timer_fd);
         if (s->pidfd >= 0)
                 close(s->pidfd);
+        if (s->previous_pidfd >= 0)
+                close(s->previous_pidfd);
+        for (size_t i = 0; i < s->n_retirees; i++)
+                retiree_free(s, s->retirees[i]);
+        free(s->retirees);
         free(s->restarts);
         loop_free(s->loop);
 }
@@ -440,6 +687,7 @@ int supervise(struct job *job, struct outcome *ret) {
                 .pidfd = -1,
                 .kill_timer_fd = -1,
                 .restart_timer_fd = -1,
+                .previous_pidfd = -1,
         };
         struct lc_facts facts = { .needs_ready = readiness_needed(job->readiness) };
         int r;
@@ -457,6 +705,8 @@ int supervise(struct job *job, struct outcome *ret) {
                 return r;
         if (job->share && (r = share_serve(job->share, s.loop, on_share_stop, &s)) < 0)
                 return r;
+        if ((r = start_watch(&s)) < 0)
+                return r;
 
         s.state = lifecycle_started(&facts);
         r = start_command(&s);
@@ -465,7 +715,9 @@ int supervise(struct job *job, struct outcome *ret) {
                         return r;
                 s.state = LC_DONE;
         }
-        while (s.state != LC_DONE && s.error == 0) {
+        /* Until COMMAND has ended for good, and every earlier generation
+         * told to stop with it. */
+        while ((s.state != LC_DONE || s.n_retirees > 0) && s.error == 0) {
                 r = loop_dispatch_once(s.loop, -1);
                 if (r < 0)
                         s.error = log_error_errno(r, "cannot wait for events: %m");
@@ -477,6 +729,14 @@ int supervise(struct job *job, struct outcome *ret) {
                 if (s.child > 0) {
                         signal_command(&s, SIGKILL);
                         waitpid(s.child, NULL, 0);
+                }
+                if (s.previous > 0) {
+                        (void) signal_process(s.previous, s.config->group, SIGKILL);
+                        waitpid(s.previous, NULL, 0);
+                }
+                for (size_t i = 0; i < s.n_retirees; i++) {
+                        (void) signal_process(s.retirees[i]->pid, s.config->group, SIGKILL);
+                        waitpid(s.retirees[i]->pid, NULL, 0);
                 }
                 return s.error;
         }

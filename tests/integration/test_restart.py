@@ -15,20 +15,23 @@ from conftest import EXAMPLE_C_SERVER, PREBIND, PYTHON, TIMEOUT, pid_alive, run,
 
 class Load:
     """Client threads sending sequential requests (a new connection each)
-    until stopped or a bound on count is reached; counts failures."""
+    until stopped or a bound on count is reached; counts failures, keeps
+    the answers each thread got in order, and the slowest answer's time."""
 
     def __init__(self, port, threads=4, max_requests=20000):
         self.port, self.max = port, max_requests
         self.ok, self.failed, self.pids, self.errors = 0, 0, set(), []
+        self.bodies, self.slowest = [[] for _ in range(threads)], 0.0
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.run) for _ in range(threads)]
+        self.threads = [threading.Thread(target=self.run, args=(i,)) for i in range(threads)]
 
-    def run(self):
+    def run(self, i):
         while not self.stop.is_set():
             with self.lock:
                 if self.ok + self.failed >= self.max:
                     return
+            began = time.monotonic()
             try:
                 c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT)
                 c.request("GET", "/")
@@ -39,6 +42,8 @@ class Load:
                 with self.lock:
                     self.ok += 1
                     self.pids.add(body.strip())
+                    self.bodies[i].append(body.strip())
+                    self.slowest = max(self.slowest, time.monotonic() - began)
             except Exception as e:  # noqa: BLE001 - every failure counts
                 with self.lock:
                     self.failed += 1

@@ -793,6 +793,77 @@ START_TEST(test_restart_limit_errors) {
 }
 END_TEST
 
+/* ---- --reload, --watch (issue 24) ---------------------------------------- */
+
+START_TEST(test_reload) {
+        ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
+        ck_assert_int_eq(cfg.reload, RELOAD_RESTART);
+        ck_assert(!config_reloads(&cfg));       /* SIGHUP is forwarded */
+        ck_assert_int_eq(parse(ARGV("prebind", "--reload=restart", "srv")), 1);
+        ck_assert(cfg.reload == RELOAD_RESTART && cfg.reload_set && config_reloads(&cfg));
+        ck_assert_int_eq(parse(ARGV("prebind", "--reload=overlap", "--ready", "srv")), 1);
+        ck_assert_int_eq(cfg.reload, RELOAD_OVERLAP);
+        ck_assert_int_eq(parse(ARGV("prebind", "--reload", "overlap", "--ready-log=up", "srv")), 1);
+        ck_assert_int_eq(parse(ARGV("prebind", "--reload=overlap", "--ready-http", "srv")), 1);
+        ck_assert_int_eq(parse(ARGV("prebind", "--reload=overlap", "--intercept=80", "srv")), 1);
+
+        check_usage_error(ARGV("prebind", "--reload=gently", "srv"),
+                          "prebind: --reload: 'gently': expected restart or overlap (see --help)\n");
+        check_usage_error(ARGV("prebind", "--reload=overlap", "srv"),
+                          "prebind: --reload=overlap needs a readiness condition to know when the new COMMAND is "
+                          "ready: --ready, --ready-log, --ready-exec, --ready-http or --intercept (see --help)\n");
+        check_usage_error(ARGV("prebind", "--reload=overlap", "--ready", "--netns", "srv"),
+                          "prebind: --reload=overlap cannot be combined with --netns (see --help)\n");
+        check_usage_error(ARGV("prebind", "--reload=restart", "--exec", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--reload=restart", "--accept", "srv"), NULL);
+}
+END_TEST
+
+START_TEST(test_watch) {
+        char long_glob[300];
+
+        ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
+        ck_assert_uint_eq(cfg.n_watch, 0);
+        ck_assert(cfg.watch_ignore_defaults);
+        ck_assert_uint_eq(cfg.watch_delay_usec, 100000);
+        ck_assert_int_eq(parse(ARGV("prebind", "--watch=src", "--watch", "conf/app.toml", "--watch-ignore=*.log",
+                                    "--watch-delay=250ms", "srv")),
+                         1);
+        ck_assert_uint_eq(cfg.n_watch, 2);
+        ck_assert_str_eq(cfg.watch[1], "conf/app.toml");
+        ck_assert_uint_eq(cfg.n_watch_ignore, 1);
+        ck_assert_str_eq(cfg.watch_ignore[0], "*.log");
+        ck_assert_uint_eq(cfg.watch_delay_usec, 250000);
+        /* --watch alone restarts on request. */
+        ck_assert(config_reloads(&cfg) && !cfg.restart_set && cfg.reload == RELOAD_RESTART);
+        ck_assert_int_eq(parse(ARGV("prebind", "--watch=.", "--watch-ignore=", "--watch-delay=0", "srv")), 1);
+        ck_assert(!cfg.watch_ignore_defaults);
+        ck_assert_uint_eq(cfg.n_watch_ignore, 0);
+        ck_assert_uint_eq(cfg.watch_delay_usec, 0);
+
+        check_usage_error(ARGV("prebind", "--watch=", "srv"), "prebind: --watch: '': empty path (see --help)\n");
+        check_usage_error(ARGV("prebind", "--watch-delay=61s", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--watch-delay=infinity", "srv"), NULL);
+        check_usage_error(ARGV("prebind", "--watch=.", "--exec", "srv"), NULL);
+        memset(long_glob, 'g', sizeof long_glob - 1);
+        long_glob[sizeof long_glob - 1] = '\0';
+        memcpy(long_glob, "--watch-ignore=", 15);
+        check_usage_error(ARGV("prebind", long_glob, "srv"), NULL);
+}
+END_TEST
+
+START_TEST(test_watch_bounded) {
+        const char *args[WATCH_ARGS_MAX + 4] = { "prebind" };
+        size_t n = 1;
+
+        for (size_t i = 0; i <= WATCH_ARGS_MAX; i++)
+                args[n++] = "--watch=.";
+        args[n++] = "srv";
+        args[n] = NULL;
+        check_usage_error(args, "prebind: --watch: '.': too many (at most 64) (see --help)\n");
+}
+END_TEST
+
 /* ---- --accept, --max-connections, --inetd -------------------------------- */
 
 START_TEST(test_accept) {
@@ -1050,6 +1121,9 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_restart_delay);
         tcase_add_test(tc, test_restart_limit);
         tcase_add_loop_test(tc, test_restart_limit_errors, 0, ARRAY_SIZE(bad_restart_limit));
+        tcase_add_test(tc, test_reload);
+        tcase_add_test(tc, test_watch);
+        tcase_add_test(tc, test_watch_bounded);
         tcase_add_test(tc, test_accept);
         tcase_add_test(tc, test_max_connections_errors);
         suite_add_tcase(s, tc);

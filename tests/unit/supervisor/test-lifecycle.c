@@ -20,6 +20,10 @@ enum expect_kind {
         RESTARTS,       /* the same after an exit: what is left of the old group is told to stop */
         FINISHES,       /* COMMAND exited for good: done, or draining what is left of its group */
         EXIT_POLICY,    /* COMMAND exited unasked: --restart, its limit and delay decide */
+        RELOADS,        /* a reload request: overlapping (--reload=overlap, a readiness check) or restarting */
+        RELOAD_OVER,    /* the reload is over: running, or the queued one starts (overlapping) */
+        QUEUES,         /* a request during a reload: queued once */
+        ALONE,          /* the serving one exited during the reload: the new one waits alone, or restarts */
 };
 
 struct expect {
@@ -34,6 +38,10 @@ struct expect {
 #define X_RESTARTS(a) { RESTARTS, 0, (a) }
 #define X_FINISHES(a) { FINISHES, 0, (a) }
 #define X_POLICY { EXIT_POLICY, 0, 0 }
+#define X_RELOADS { RELOADS, 0, 0 }
+#define X_RELOAD_OVER(a) { RELOAD_OVER, 0, (a) }
+#define X_QUEUES { QUEUES, 0, 0 }
+#define X_ALONE { ALONE, 0, 0 }
 
 enum {
         SAY_NOT_READY = LC_ACT_SAY_NOT_READY,
@@ -53,6 +61,10 @@ enum {
         TERM_GROUP = LC_ACT_TERM_GROUP,
         KILL_GROUP = LC_ACT_KILL_GROUP,
         START = LC_ACT_START,
+        RETIRE_PREVIOUS = LC_ACT_RETIRE_PREVIOUS,
+        DROP_NEXT = LC_ACT_DROP_NEXT,
+        QUEUE_RELOAD = LC_ACT_QUEUE_RELOAD,
+        START_NEXT = LC_ACT_START_NEXT,
 };
 
 /* Rows: states; columns: events, in the order of enum lc_event. */
@@ -68,17 +80,19 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_EXITED] = X_POLICY,
                 [LC_START_FAILED] = X_TO(LC_DONE, STOP_READINESS),
                 [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_RUNNING] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, TELL_STOPPING | ARM_KILL),
-                [LC_RESTART_REQUEST] = X_TO(LC_RESTARTING, TERM | ARM_KILL),
+                [LC_RESTART_REQUEST] = X_RELOADS,
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
                 [LC_EXITED] = X_POLICY,
                 [LC_START_FAILED] = X_TO(LC_DONE, 0),
                 [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_RESTARTING] = {
                 [LC_READY] = X_SAME,
@@ -90,6 +104,19 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_EXITED] = X_RESTARTS(TELL_RELOADING | START),
                 [LC_START_FAILED] = X_TO(LC_DONE, 0),
                 [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
+        },
+        [LC_OVERLAPPING] = {
+                [LC_READY] = X_RELOAD_OVER(STOP_READINESS | PUBLISH | RETIRE_PREVIOUS),
+                [LC_READY_TIMEOUT] = X_RELOAD_OVER(SAY_NOT_READY | STOP_READINESS | DROP_NEXT),
+                [LC_SHUTDOWN] = X_TO(LC_STOPPING, STOP_READINESS | TELL_STOPPING | ARM_KILL | RETIRE_PREVIOUS),
+                [LC_RESTART_REQUEST] = X_QUEUES,
+                [LC_KILL_TIMEOUT] = X_SAME,
+                [LC_RESTART_DUE] = X_SAME,
+                [LC_EXITED] = X_RELOAD_OVER(SAY_EXITED_UNREADY | STOP_READINESS | DROP_NEXT),
+                [LC_START_FAILED] = X_TO(LC_RUNNING, STOP_READINESS | DROP_NEXT),
+                [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_ALONE,
         },
         [LC_RESTART_PENDING] = {
                 [LC_READY] = X_SAME,
@@ -101,6 +128,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_EXITED] = X_SAME,
                 [LC_START_FAILED] = X_TO(LC_DONE, 0),
                 [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_STOPPING] = {
                 [LC_READY] = X_SAME,
@@ -112,6 +140,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_EXITED] = X_FINISHES(0),
                 [LC_START_FAILED] = X_TO(LC_DONE, 0),
                 [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_NOT_READY] = {
                 [LC_READY] = X_SAME,
@@ -123,6 +152,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_EXITED] = X_FINISHES(MARK_NOT_READY),
                 [LC_START_FAILED] = X_TO(LC_DONE, 0),
                 [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_DRAINING] = {
                 [LC_READY] = X_SAME,
@@ -134,6 +164,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_EXITED] = X_SAME,
                 [LC_START_FAILED] = X_TO(LC_DONE, 0),
                 [LC_GROUP_GONE] = X_TO(LC_DONE, 0),
+                [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_DONE] = {
                 [LC_READY] = X_SAME,
@@ -145,6 +176,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_EXITED] = X_SAME,
                 [LC_START_FAILED] = X_SAME,
                 [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
         },
 };
 
@@ -157,9 +189,11 @@ static struct lc_facts facts_of(unsigned bits) {
                 .restart_delay = bits & 8,
                 .group_left = bits & 16,
                 .kill_after = bits & 32,
+                .overlap = bits & 64,
+                .reload_queued = bits & 128,
         };
 }
-#define N_FACTS 64u
+#define N_FACTS 256u
 
 static enum lc_state started_state(const struct lc_facts *f) {
         return f->needs_ready ? LC_WAITING_READY : LC_RUNNING;
@@ -192,6 +226,25 @@ static struct lc_transition expected_from_table(enum lc_state s, const struct ex
                 return (struct lc_transition) { started_state(f), x->actions | term_group(f) };
         case FINISHES:
                 return finishes(f, x->actions);
+        case RELOADS:
+                /* prebind(1), --reload=overlap: the new one starts beside the
+                 * old one, which needs a readiness check to be stopped. */
+                if (f->overlap && f->needs_ready)
+                        return (struct lc_transition) { LC_OVERLAPPING, START_NEXT };
+                return (struct lc_transition) { LC_RESTARTING, TERM | ARM_KILL };
+        case RELOAD_OVER:
+                /* Requests during a reload: one more after it. */
+                if (f->reload_queued)
+                        return (struct lc_transition) { LC_OVERLAPPING, x->actions | START_NEXT };
+                return (struct lc_transition) { LC_RUNNING, x->actions };
+        case QUEUES:
+                return f->reload_queued ? (struct lc_transition) { s, 0 }
+                                        : (struct lc_transition) { s, QUEUE_RELOAD };
+        case ALONE:
+                /* A queued request, as in waiting-ready: a restart. */
+                if (f->reload_queued)
+                        return (struct lc_transition) { LC_RESTARTING, STOP_READINESS | TERM | ARM_KILL };
+                return (struct lc_transition) { LC_WAITING_READY, 0 };
         case EXIT_POLICY:
                 break;
         }
@@ -297,6 +350,33 @@ START_TEST(test_readable_examples) {
         ck_assert(t.state == LC_DONE && t.actions == 0);
         t = lifecycle_next(LC_DRAINING, LC_KILL_TIMEOUT, &none);
         ck_assert(t.state == LC_DONE && t.actions == LC_ACT_KILL_GROUP);
+        /* --reload=overlap: SIGHUP starts the next generation beside the
+         * serving one; once it is ready the old one is told to stop; if
+         * it fails, the old one serves on; a request meanwhile waits. */
+        struct lc_facts overlap = { .needs_ready = true, .overlap = true },
+                        queued = { .needs_ready = true, .overlap = true, .reload_queued = true };
+        t = lifecycle_next(LC_RUNNING, LC_RESTART_REQUEST, &overlap);
+        ck_assert(t.state == LC_OVERLAPPING && t.actions == LC_ACT_START_NEXT);
+        t = lifecycle_next(LC_OVERLAPPING, LC_READY, &overlap);
+        ck_assert(t.state == LC_RUNNING && (t.actions & LC_ACT_RETIRE_PREVIOUS) && (t.actions & LC_ACT_PUBLISH));
+        ck_assert(LC_ACT_PUBLISH < LC_ACT_RETIRE_PREVIOUS && LC_ACT_RETIRE_PREVIOUS < LC_ACT_START_NEXT);
+        t = lifecycle_next(LC_OVERLAPPING, LC_EXITED, &overlap);
+        ck_assert(t.state == LC_RUNNING && (t.actions & LC_ACT_DROP_NEXT) && !(t.actions & LC_ACT_RETIRE_PREVIOUS));
+        t = lifecycle_next(LC_OVERLAPPING, LC_READY_TIMEOUT, &overlap);
+        ck_assert(t.state == LC_RUNNING && (t.actions & LC_ACT_DROP_NEXT) && !(t.actions & LC_ACT_MARK_NOT_READY));
+        t = lifecycle_next(LC_OVERLAPPING, LC_RESTART_REQUEST, &overlap);
+        ck_assert(t.state == LC_OVERLAPPING && t.actions == LC_ACT_QUEUE_RELOAD);
+        t = lifecycle_next(LC_OVERLAPPING, LC_RESTART_REQUEST, &queued);
+        ck_assert(t.state == LC_OVERLAPPING && t.actions == 0);
+        t = lifecycle_next(LC_OVERLAPPING, LC_READY, &queued);
+        ck_assert(t.state == LC_OVERLAPPING && (t.actions & LC_ACT_START_NEXT) && (t.actions & LC_ACT_RETIRE_PREVIOUS));
+        t = lifecycle_next(LC_OVERLAPPING, LC_PREVIOUS_EXITED, &overlap);
+        ck_assert(t.state == LC_WAITING_READY && t.actions == 0);
+        /* Without a readiness check, or before the first is ready: a restart. */
+        t = lifecycle_next(LC_RUNNING, LC_RESTART_REQUEST, &(struct lc_facts) { .overlap = true });
+        ck_assert(t.state == LC_RESTARTING);
+        t = lifecycle_next(LC_WAITING_READY, LC_RESTART_REQUEST, &overlap);
+        ck_assert(t.state == LC_RESTARTING);
 }
 END_TEST
 
@@ -312,7 +392,7 @@ START_TEST(test_has_child) {
         static const bool child[_LC_STATE_MAX] = {
                 [LC_WAITING_READY] = true, [LC_RUNNING] = true,  [LC_RESTARTING] = true,
                 [LC_RESTART_PENDING] = false, [LC_STOPPING] = true, [LC_NOT_READY] = true,
-                [LC_DRAINING] = false, [LC_DONE] = false,
+                [LC_DRAINING] = false, [LC_DONE] = false, [LC_OVERLAPPING] = true,
         };
 
         for (int s = 0; s < _LC_STATE_MAX; s++)
@@ -400,7 +480,8 @@ START_TEST(test_action_targets) {
                 struct lc_transition t = lifecycle_next(s, e, &f);
 
                 if (t.actions & LC_ACT_PUBLISH)
-                        ck_assert(s == LC_WAITING_READY && t.state == LC_RUNNING && e == LC_READY);
+                        ck_assert(e == LC_READY && ((s == LC_WAITING_READY && t.state == LC_RUNNING) ||
+                                                    s == LC_OVERLAPPING));
                 if (t.actions & LC_ACT_ARM_RESTART)
                         ck_assert(t.state == LC_RESTART_PENDING);
                 if (t.state == LC_RESTART_PENDING && s != LC_RESTART_PENDING)
@@ -412,8 +493,37 @@ START_TEST(test_action_targets) {
                         ck_assert(t.state == LC_STOPPING || t.state == LC_NOT_READY || t.state == LC_DONE);
                 /* An event that means nothing changes nothing. */
                 if ((int) t.state == s && s != LC_RESTARTING && s != LC_STOPPING && s != LC_NOT_READY)
-                        ck_assert_msg(t.actions == 0 || (t.actions & LC_ACT_START), "%s + %s",
-                                      lifecycle_state_name(s), lifecycle_event_name(e));
+                        ck_assert_msg(t.actions == 0 || (t.actions & (LC_ACT_START | LC_ACT_START_NEXT)) ||
+                                              t.actions == LC_ACT_QUEUE_RELOAD,
+                                      "%s + %s", lifecycle_state_name(s), lifecycle_event_name(e));
+        }
+}
+END_TEST
+
+/* Two generations at once: the previous one is never forgotten (it is
+ * told to stop, serves on, or exited), and a new one only beside a
+ * serving one, with a readiness check to know when to stop the old. */
+START_TEST(test_generations) {
+        FOR_EVERY(s, e, f, b) {
+                struct lc_transition t = lifecycle_next(s, e, &f);
+                unsigned hands = t.actions & (LC_ACT_RETIRE_PREVIOUS | LC_ACT_DROP_NEXT);
+
+                if (hands)
+                        ck_assert_msg(s == LC_OVERLAPPING && hands != (LC_ACT_RETIRE_PREVIOUS | LC_ACT_DROP_NEXT),
+                                      "%s + %s", lifecycle_state_name(s), lifecycle_event_name(e));
+                if (s == LC_OVERLAPPING && (t.state != LC_OVERLAPPING || (t.actions & LC_ACT_START_NEXT)))
+                        ck_assert_msg(hands || e == LC_PREVIOUS_EXITED, "%s + %s", lifecycle_state_name(s),
+                                      lifecycle_event_name(e));
+                if (t.actions & LC_ACT_START_NEXT)
+                        ck_assert(t.state == LC_OVERLAPPING && !(t.actions & LC_ACT_START) &&
+                                  (s == LC_OVERLAPPING || (s == LC_RUNNING && f.overlap && f.needs_ready)));
+                if (t.state == LC_OVERLAPPING && s != LC_OVERLAPPING)
+                        ck_assert(t.actions & LC_ACT_START_NEXT);
+                if (t.actions & LC_ACT_QUEUE_RELOAD)
+                        ck_assert(s == LC_OVERLAPPING && e == LC_RESTART_REQUEST && !f.reload_queued);
+                /* Leaving the wait stops it; one that goes on (alone) does not. */
+                if (s == LC_OVERLAPPING && e == LC_PREVIOUS_EXITED && t.state == LC_WAITING_READY)
+                        ck_assert(!(t.actions & LC_ACT_STOP_READINESS));
         }
 }
 END_TEST
@@ -423,7 +533,11 @@ START_TEST(test_start_failed_always_ends) {
                 for (unsigned b = 0; b < N_FACTS; b++) {
                         struct lc_facts f = facts_of(b);
                         struct lc_transition t = lifecycle_next(s, LC_START_FAILED, &f);
-                        ck_assert(t.state == LC_DONE && (t.actions & ~(unsigned) LC_ACT_STOP_READINESS) == 0);
+                        /* …but a new generation that cannot start leaves the old one serving. */
+                        if (s == LC_OVERLAPPING)
+                                ck_assert(t.state == LC_RUNNING && (t.actions & LC_ACT_DROP_NEXT));
+                        else
+                                ck_assert(t.state == LC_DONE && (t.actions & ~(unsigned) LC_ACT_STOP_READINESS) == 0);
                 }
 }
 END_TEST
@@ -472,6 +586,7 @@ int main(void) {
         tcase_add_test(inv, test_signals_only_where_a_child_runs);
         tcase_add_test(inv, test_no_child_is_abandoned);
         tcase_add_test(inv, test_action_targets);
+        tcase_add_test(inv, test_generations);
         tcase_add_test(inv, test_start_failed_always_ends);
         tcase_add_test(inv, test_unknown_event_changes_nothing);
         suite_add_tcase(s, inv);

@@ -1,0 +1,322 @@
+"""--reload=overlap and --watch (issue 24): on a reload request the new
+COMMAND starts on the same sockets while the old one serves; the old one
+is told to stop only once the new one is ready; a new one that fails
+leaves the old one serving. Clients open a new connection per request and
+must see no failure, and only answers of ready servers."""
+
+import os
+import signal
+import time
+
+from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, run, server, wait_for
+from test_restart import Load
+
+SERVER = server("generation_http.py")
+# The reload under test (a later option wins): PREBIND_TEST_RELOAD=restart
+# shows what the tests catch without the overlap.
+RELOAD = [f"--reload={os.environ['PREBIND_TEST_RELOAD']}"] if os.environ.get("PREBIND_TEST_RELOAD") else []
+
+
+class Generations(Load):
+    """The load of test_restart, reading each answer's generation."""
+
+    def __init__(self, port, threads=3):
+        super().__init__(port, threads=threads, max_requests=10**7)
+
+    def seen(self):
+        """The generations each client saw, in order."""
+        with self.lock:
+            return [[int(b.split()[0].split("=")[1]) for b in bodies] for bodies in self.bodies]
+
+    def answers(self):
+        with self.lock:
+            return [dict(f.split("=", 1) for f in b.split()) for bodies in self.bodies for b in bodies]
+
+    def latest(self):
+        return max((s[-1] for s in self.seen() if s), default=0)
+
+    def wait_generation(self, n, timeout=TIMEOUT):
+        return wait_for(lambda: self.latest() >= n, timeout=timeout)
+
+
+def generation_file(state):
+    try:
+        return int((state / "generation").read_text() or 0)
+    except FileNotFoundError:
+        return 0
+
+
+def start_overlap(start, state, *extra, ready=("--ready",)):
+    p = start(["-v", "--print", "--reload=overlap", *RELOAD, *ready, *extra, "--", PYTHON, SERVER, str(state)])
+    return p, int(p.readline())
+
+
+def test_twenty_overlapping_reloads_under_load_lose_nothing(start, tmp_path):
+    # Each generation needs 1 s to start: with stop-then-start
+    # (--reload=restart) no request fails either (the socket stays open),
+    # but requests wait for that second at each reload: the bound on the
+    # slowest answer is what fails then.
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        for n in range(2, 22):
+            p.send(signal.SIGHUP)
+            assert load.wait_generation(n), (n, load.latest(), load.errors[:3])
+        time.sleep(0.2)
+    assert load.failed == 0, load.errors[:5]
+    assert load.slowest < 0.6, load.slowest  # nobody waited for a start-up
+    assert all(a["ready"] == "1" for a in load.answers())
+    # Each client saw the generations increase; the one just replaced may
+    # still answer what it had accepted when SIGTERM came (its drain).
+    for seen in load.seen():
+        top = 0
+        for g in seen:
+            assert g >= top - 1, seen
+            top = max(top, g)
+    assert load.latest() == 21 and generation_file(tmp_path) == 21
+    assert p.stop() == 0
+    assert "generation 21 ready, serving" in p.err, p.err
+    assert "reload failed" not in p.err
+
+
+def test_a_new_generation_that_crashes_or_never_gets_ready_leaves_the_old_one_serving(start, tmp_path):
+    p, port = start_overlap(start, tmp_path, "--ready-timeout=2s",
+                            ready=("--ready-log=^generation [0-9]+ ready$",))
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        (tmp_path / "crash").touch()
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        time.sleep(0.5)
+        (tmp_path / "crash").unlink()
+        (tmp_path / "hang").touch()
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 3)
+        time.sleep(3)  # beyond --ready-timeout
+        assert p.proc.poll() is None
+        assert load.latest() == 1  # still the first one
+        (tmp_path / "hang").unlink()
+        p.send(signal.SIGHUP)
+        assert load.wait_generation(4)
+    assert load.failed == 0, load.errors[:5]
+    assert {a["generation"] for a in load.answers()} <= {"1", "4"}
+    assert p.stop() == 0  # neither failure is prebind's exit status
+    err = p.err
+    assert "exited before it was ready, with status 3" in err, err
+    assert "generation 2: cannot start, crashing" in err, err  # its last lines, shown
+    assert "wrote no line that matches --ready-log" in err and "within 2.0s" in err, err
+    assert err.count("reload failed: generation 1 keeps serving") == 2, err
+
+
+def test_reloads_requested_during_a_reload_are_coalesced(start, tmp_path):
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        for _ in range(5):
+            p.send(signal.SIGHUP)
+            time.sleep(0.05)
+        assert load.wait_generation(3)
+        time.sleep(1.5)  # long enough for a fourth to have started
+    assert generation_file(tmp_path) == 3  # the first, and one more for the four others
+    assert load.failed == 0, load.errors[:5]
+    assert p.stop() == 0
+    assert "one more follows it" in p.err
+
+
+def test_the_old_generation_exiting_during_a_reload_leaves_the_new_one(start, tmp_path):
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        old = int(load.answers()[-1]["pid"])
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        os.kill(old, signal.SIGKILL)  # its status (137) is not prebind's
+        assert wait_for(lambda: not pid_alive(old))
+        assert load.wait_generation(2)
+        time.sleep(0.2)
+    assert p.proc.poll() is None
+    assert p.stop() == 0
+    assert "generation 1 exited with status 137 during the reload" in p.err, p.err
+
+
+def test_only_the_new_generations_ready_counts_and_the_old_ones_status_is_relayed(start, tmp_path):
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        old = int(load.answers()[-1]["pid"])
+        (tmp_path / "hang").touch()  # the new one is never ready...
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        os.kill(old, signal.SIGUSR1)  # ...and the old one says READY=1 again
+        time.sleep(1.0)
+        assert pid_alive(old) and load.latest() == 1
+    assert p.stop() == 0
+    assert "generation 1 says hello" in p.err, p.err
+    before_stop = p.err.split("shutdown:")[0]
+    assert "generation 2 ready" not in before_stop and "told to stop" not in before_stop, p.err
+
+
+def test_ready_log_counts_only_the_new_generations_lines(start, tmp_path):
+    # Each generation writes to pipes of its own: the serving one's ready
+    # line (it prints it again on SIGUSR1) is relayed, and does not make
+    # the new one ready. (With one pipe for both it did: generation 1
+    # was told to stop for generation 2, which never answered.)
+    p, port = start_overlap(start, tmp_path, ready=("--ready-log=^generation [0-9]+ ready$",))
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        old = int(load.answers()[-1]["pid"])
+        (tmp_path / "hang").touch()
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        time.sleep(0.2)
+        os.kill(old, signal.SIGUSR1)
+        time.sleep(1.0)
+        assert pid_alive(old) and load.latest() == 1
+        (tmp_path / "hang").unlink()
+        assert load.wait_generation(2)  # its own line counts
+    assert load.failed == 0, load.errors[:5]
+    assert p.stop() == 0
+    assert p.err.count("generation 1 ready\n") == 2, p.err  # both relayed
+
+
+def test_sigterm_during_a_reload_stops_both_generations(start, tmp_path):
+    p, port = start_overlap(start, tmp_path)
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        old = int(load.answers()[-1]["pid"])
+        (tmp_path / "hang").touch()  # the new one is never ready
+        p.send(signal.SIGHUP)
+        assert wait_for(lambda: generation_file(tmp_path) == 2)
+        assert p.stop() == 0  # the new one's status: SIGTERM, a clean exit
+    assert not pid_alive(old)
+    assert "generation 1 (pid %d) told to stop" % old in p.err, p.err
+
+
+def test_the_manager_hears_reloading_then_ready_with_the_generation(start, tmp_path):
+    # prebind under prebind --ready: the outer one is the manager, and
+    # logs what the inner one tells it (-v: "is reloading", STATUS=).
+    outer_pf = tmp_path / "port"
+    p = start(["-v", "--ready=20s", f"--port-file={outer_pf}", "--", PREBIND, "--reload=overlap", "--ready",
+               "--", PYTHON, SERVER, str(tmp_path), "--start-delay", "0.3"])
+    assert wait_for(outer_pf.exists)
+    p.send(signal.SIGHUP)  # forwarded to the inner prebind, which reloads
+    assert wait_for(lambda: generation_file(tmp_path) == 2)
+    time.sleep(1.0)
+    p.stop()
+    err = p.err
+    assert "is reloading" in err, err
+    assert err.index("is reloading") < err.index(": generation 2 serving"), err
+
+
+def test_overlap_needs_a_readiness_condition():
+    out = run(["--reload=overlap", "--", "true"])
+    assert out.returncode == 125
+    assert out.stderr.count("\n") == 1 and "--reload=overlap needs a readiness condition" in out.stderr
+    out = run(["--reload=sometimes", "--", "true"])
+    assert out.returncode == 125 and "expected restart or overlap" in out.stderr
+
+
+# ---- --watch ------------------------------------------------------------------
+
+def start_watching(start, state, tree, *extra):
+    p = start(["-v", "--print", "--reload=overlap", *RELOAD, "--ready", f"--watch={tree}", *extra, "--", PYTHON,
+               SERVER, str(state), "--start-delay", "0.8"])
+    return p, int(p.readline())
+
+
+def save(path, how, n):
+    """One save, as an editor or a tool makes it."""
+    if how == "in place":
+        with open(path, "w") as f:
+            f.write(f"v = {n}\n")
+    elif how == "rename over":
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(f"v = {n}\n")
+        os.rename(tmp, path)
+    else:  # a new file in a new subdirectory
+        sub = path.parent / f"pkg{n}"
+        sub.mkdir()
+        (sub / "mod.py").write_text(f"v = {n}\n")
+
+
+def test_watch_a_hundred_saves_reload_debounced_with_no_failed_request(start, tmp_path):
+    # 100 saves in 10 bursts (10 ms apart, 1 s between bursts): with
+    # --watch-delay=100ms each burst is one reload, and with the overlap
+    # no client sees a refused or reset connection.
+    state, tree = tmp_path / "state", tmp_path / "src"
+    state.mkdir()
+    tree.mkdir()
+    app = tree / "app.py"
+    app.write_text("v = 0\n")
+    p, port = start_watching(start, state, tree, "--watch-delay=100ms")
+    kinds = ["in place", "rename over", "new file in a new subdirectory"]
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        for burst in range(10):
+            for i in range(10):
+                save(app, kinds[(burst * 10 + i) % 3], burst * 10 + i)
+                time.sleep(0.01)
+            assert load.wait_generation(2 + burst), (burst, load.latest())
+            time.sleep(0.3)  # settled: the next burst is a new reload
+    assert load.failed == 0, load.errors[:5]
+    assert load.slowest < 0.6, load.slowest
+    reloads = generation_file(state) - 1
+    assert 10 <= reloads <= 12, reloads  # one per burst, a burst split by a slow moment at worst
+    assert p.stop() == 0
+    assert "--watch: '" in p.err and "' changed: reloading" in p.err, p.err
+
+
+def test_watch_ignored_globs_do_not_reload(start, tmp_path):
+    state, tree = tmp_path / "state", tmp_path / "src"
+    state.mkdir()
+    for d in (".git", "__pycache__", "node_modules/lib", "logs"):
+        (tree / d).mkdir(parents=True)
+    p, port = start_watching(start, state, tree, "--watch-ignore=*.log", "--watch-ignore=logs/*")
+    with Generations(port) as load:
+        assert load.wait_generation(1)
+        (tree / ".git" / "index").write_text("x")
+        (tree / "__pycache__" / "app.cpython-311.pyc").write_text("x")
+        (tree / "node_modules" / "lib" / "index.js").write_text("x")
+        (tree / ".app.py.swp").write_text("x")
+        (tree / "app.py~").write_text("x")
+        (tree / "4913").write_text("")
+        (tree / "server.log").write_text("x")
+        (tree / "logs" / "today").write_text("x")
+        (tree / ".git" / "new").mkdir()
+        time.sleep(1.0)
+        assert generation_file(state) == 1
+        (tree / "app.py").write_text("x")  # and a real change does
+        assert load.wait_generation(2)
+    assert p.stop() == 0
+    assert f"--watch: '{tree}/app.py' changed" in p.err, p.err
+
+
+def test_watch_a_file_survives_rename_over_and_implies_restart_on_request(start, tmp_path):
+    # No --reload, no --restart: --watch alone restarts on a change.
+    conf = tmp_path / "app.conf"
+    conf.write_text("a\n")
+    starts = tmp_path / "starts"
+    p = start(["-v", f"--watch={conf}", "--", "sh", "-c", f"echo x >> {starts}; exec sleep 60"])
+    assert wait_for(lambda: starts.exists() and len(starts.read_text().split()) == 1)
+    (tmp_path / "other").write_text("beside it: does not count\n")
+    for n in range(2, 4):
+        tmp = tmp_path / "app.conf.new"
+        tmp.write_text(f"{n}\n")
+        os.rename(tmp, conf)
+        assert wait_for(lambda: len(starts.read_text().split()) == n), (n, starts.read_text())
+        time.sleep(0.3)
+    assert len(starts.read_text().split()) == 3
+    p.stop()
+    assert f"--watch: '{conf}' changed: restarting 'sh'" in p.err, p.err
+
+
+def test_watch_bad_input():
+    out = run(["--watch=/nonexistent/prebind", "--", "true"])
+    assert out.returncode == 125
+    assert out.stderr == "prebind: --watch: cannot watch '/nonexistent/prebind': No such file or directory\n", out.stderr
+    out = run(["--watch-delay=forever", "--watch=.", "--", "true"])
+    assert out.returncode == 125 and out.stderr.count("\n") == 1
+    out = run(["--watch-ignore=" + "x" * 300, "--watch=.", "--", "true"])
+    assert out.returncode == 125 and "longer than 255" in out.stderr
+    out = run(["--exec", "--watch=.", "--", "true"])
+    assert out.returncode == 125 and "cannot be combined with --exec" in out.stderr
