@@ -338,12 +338,30 @@ def test_stop_kills_an_exec_server_that_ignores_sigterm():
     assert not pid_alive(srv.pid)
 
 
-def test_stop_kills_the_server_when_prebind_was_killed():
+def test_the_server_dies_with_a_killed_prebind():
+    """prebind(1), WHEN PREBIND DIES: COMMAND does not outlive a prebind
+    killed with SIGKILL (its parent-death signal, and the guard), without
+    the plugin's help; stop() afterwards is harmless."""
     srv = Server(http_server()).start()
+    assert get_json(srv.url)["pid"] == srv.pid  # COMMAND runs: exec'd, watched
     os.kill(srv.prebind_pid, signal.SIGKILL)
     assert srv.wait(timeout=TIMEOUT) == -signal.SIGKILL
-    assert pid_alive(srv.pid)  # an orphan now
-    srv.stop()
+    assert wait_until_gone(srv.pid)
+    assert srv.stop() == srv.stop() == -signal.SIGKILL
+    assert not srv.running
+
+
+def test_stop_kills_the_server_prebind_left_behind():
+    """With --no-die-with-supervisor the server outlives a killed prebind:
+    stop() kills it, through the pidfd it took at start."""
+    srv = Server(http_server(), options=["--no-die-with-supervisor"]).start()
+    assert get_json(srv.url)["pid"] == srv.pid
+    os.kill(srv.prebind_pid, signal.SIGKILL)
+    assert srv.wait(timeout=TIMEOUT) == -signal.SIGKILL
+    time.sleep(0.2)  # time for a death signal or a guard to act, were there one
+    assert pid_alive(srv.pid)  # an orphan now, still serving
+    assert get_json(srv.url)["pid"] == srv.pid
+    assert srv.stop() == -signal.SIGKILL
     assert wait_until_gone(srv.pid)
 
 

@@ -676,7 +676,9 @@ class Server:
         never started). SIGTERM goes to prebind, which forwards it and
         SIGKILLs the server (``--kill-after``) if it is still there after
         ``stop_timeout`` seconds; if prebind is still there 5 seconds
-        later, it and the server are killed. Bounded; safe to call twice."""
+        later, it and the server are killed. If prebind was killed, the
+        server has gone with it, or (``--no-die-with-supervisor``) is
+        killed now. Bounded; safe to call twice."""
         if self._proc is None:
             return None
         if self.returncode is None:
@@ -704,8 +706,11 @@ class Server:
             self._returncode = proc.returncode
         finally:
             if self._pidfd is not None:
-                # prebind has exited: if the server outlived it (prebind
-                # killed, or a server that forked away), kill it now.
+                # prebind has exited. A killed prebind takes the server
+                # along (its death signal and guard, prebind(1) WHEN
+                # PREBIND DIES), except under --no-die-with-supervisor in
+                # options=[...]: then the server is an orphan, killed now.
+                # Harmless otherwise: the pidfd names only that process.
                 self._kill_server()
                 os.close(self._pidfd)
                 self._pidfd = None

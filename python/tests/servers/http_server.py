@@ -100,8 +100,15 @@ def main():
         srv.socket = sock
         srv.socket_name = names[i]
         servers.append(srv)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    # Said before the first answer, not after the threads start: a client's
+    # connection is already in the backlog (prebind listens before this
+    # process runs), so a serving thread answers at once, and the client
+    # can have its answer and stop the server (SIGTERM, fatal here) before
+    # this thread gets the GIL back to print: under load the output was
+    # then empty (test_one_server).
     print(f"http_server: serving {n} sockets as pid {os.getpid()}", file=sys.stderr, flush=True)
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
     for a in args:
         if a.startswith("--ready-after="):
             time.sleep(float(a.split("=", 1)[1]))
