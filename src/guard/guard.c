@@ -179,6 +179,7 @@ static bool group_has_live_member(pid_t pgid) {
                         continue;
                 line[k] = '\0';
                 end = strrchr(line, ')');
+                /* NOLINTNEXTLINE(cert-err34-c): the kernel wrote these numbers */
                 if (end && sscanf(end + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == (long) pgid &&
                     state != 'Z' && state != 'X')
                         live = true;
@@ -366,6 +367,7 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
         if (!g)
                 return -ENOMEM;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                // cppcheck-suppress memleak ; g is _cleanup_free_, which cppcheck does not follow
                 return -errno;
         /* A grandchild, not a child: prebind's only children stay COMMAND
          * (and its probes), a kill of prebind's process tree does not
@@ -378,6 +380,7 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
                 r = -errno;
                 close(pair[0]);
                 close(pair[1]);
+                // cppcheck-suppress memleak ; as above
                 return r;
         }
         if (mid == 0) {

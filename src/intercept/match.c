@@ -71,8 +71,12 @@ int intercept_ports_format(const struct intercept_port *ports, size_t n, char *b
                         entry[elen++] = ',';
                 while (nd > 0)
                         entry[elen++] = digits[--nd];
-                for (const char *t = ports[i].type == SOCK_DGRAM ? "/udp" : "/tcp"; *t; t++)
-                        entry[elen++] = *t;
+                const char *suffix = ports[i].type == SOCK_DGRAM ? "/udp" : "/tcp";
+
+                if (elen + 4 > sizeof entry)
+                        return -ENOBUFS;
+                for (size_t k = 0; k < 4; k++)
+                        entry[elen++] = suffix[k];
                 if (len + elen + 1 > size)
                         return -ENOBUFS;
                 memcpy(buf + len, entry, elen);

@@ -97,7 +97,7 @@ static void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generati
         r = signal_process(pid, s->config->group, SIGTERM);
         if (r < 0)
                 log_error_errno(r, "cannot stop generation %u (pid %d): %m", generation, (int) pid);
-        grown = t ? realloc(s->retirees, (s->n_retirees + 1) * sizeof *grown) : NULL;
+        grown = t ? realloc(s->retirees, (s->n_retirees + 1) * sizeof(struct retiree *)) : NULL;
         if (!grown) {
                 /* Unwatched, it is still reaped (SIGCHLD), unkilled. */
                 log_oom();

@@ -176,6 +176,7 @@ static void join(char *buf, size_t size, const char *dir, const char *name) {
 /* A directory and every one below it that is not ignored. With found,
  * the first file found in them (made before its directory was watched)
  * is written there, if any. */
+/* NOLINTNEXTLINE(misc-no-recursion): one level a call, DEPTH_MAX deep at most */
 static int add_tree(struct watch *w, const char *path, const char *rel, int depth, char *found, size_t found_size) {
         _cleanup_(closedirp) DIR *dir = NULL;
         struct dirent *e;
