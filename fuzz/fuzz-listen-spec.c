@@ -24,7 +24,7 @@ static void check_round_trip(const struct listen_spec *spec, const char *printed
         if (listen_spec_parse(text, &again) != 0)
                 FUZZ_FAIL("'%s' does not parse back (from '%s')", text, spec->text);
         if (again.type != spec->type || again.addr_len != spec->addr_len ||
-                memcmp(&again.addr, &spec->addr, spec->addr_len) != 0)
+            memcmp(&again.addr, &spec->addr, spec->addr_len) != 0)
                 FUZZ_FAIL("'%s' parses back to another address (from '%s')", text, spec->text);
         listen_spec_done(&again);
         free(text);
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct listen_spec spec;
         bool controls = false;
 
-        (void)fdname_is_valid(text);
+        (void) fdname_is_valid(text);
         if (listen_spec_parse(text, &spec) < 0) {
                 free(text);
                 return 0;
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (spec.name && !fdname_is_valid(spec.name))
                 FUZZ_FAIL("accepted the invalid name '%s'", spec.name);
         if (spec.addr_len == 0 || spec.addr_len > sizeof spec.addr)
-                FUZZ_FAIL("address length %u", (unsigned)spec.addr_len);
+                FUZZ_FAIL("address length %u", (unsigned) spec.addr_len);
         if (!sockaddr_to_string(&spec.addr, spec.addr_len, printed, sizeof printed))
                 FUZZ_FAIL("'%s' parsed but cannot be printed", text);
         if (strlen(printed) >= sizeof printed - 1)
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (!abstract && spec.addr.un.sun_path[n - 1] != '\0')
                         FUZZ_FAIL("'%s': path without its NUL", text);
                 for (size_t i = 0; i < n - 1; i++)
-                        controls = controls || (unsigned char)name[i] < ' ' || name[i] == 0x7f;
+                        controls = controls || (unsigned char) name[i] < ' ' || name[i] == 0x7f;
         }
         if (!controls)
                 check_round_trip(&spec, printed);

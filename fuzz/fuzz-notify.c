@@ -25,7 +25,7 @@ static bool number(const char *p, size_t len, unsigned long long max, unsigned l
                         return false;
                 if (v > (ULLONG_MAX - 9) / 10)
                         return false;
-                v = v * 10 + (unsigned long long)(p[i] - '0');
+                v = v * 10 + (unsigned long long) (p[i] - '0');
         }
         if (v > max)
                 return false;
@@ -34,12 +34,12 @@ static bool number(const char *p, size_t len, unsigned long long max, unsigned l
 }
 
 static void reference(const char *buf, size_t len, struct notify_message *ret) {
-        struct notify_message m = {.errno_value = -1};
+        struct notify_message m = { .errno_value = -1 };
         const char *end = buf + len;
 
         for (const char *p = buf; p < end;) {
-                const char *nl = memchr(p, '\n', (size_t)(end - p));
-                size_t k = (size_t)((nl ? nl : end) - p);
+                const char *nl = memchr(p, '\n', (size_t) (end - p));
+                size_t k = (size_t) ((nl ? nl : end) - p);
                 unsigned long long v;
 
 #define IS(key) (k >= strlen(key) && memcmp(p, key, strlen(key)) == 0)
@@ -54,7 +54,7 @@ static void reference(const char *buf, size_t len, struct notify_message *ret) {
                         m.status = p + 7;
                         m.status_len = k - 7;
                 } else if (IS("ERRNO="))
-                        m.errno_value = number(VALUE("ERRNO="), 4095, &v) ? (int)v : -1;
+                        m.errno_value = number(VALUE("ERRNO="), 4095, &v) ? (int) v : -1;
                 else if (IS("EXTEND_TIMEOUT_USEC="))
                         m.extend_usec = number(VALUE("EXTEND_TIMEOUT_USEC="), 4294967295ULL * 1000000ULL, &v) ? v : 0;
 #undef IS
@@ -67,7 +67,7 @@ static void reference(const char *buf, size_t len, struct notify_message *ret) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        const char *buf = (const char *)data;
+        const char *buf = (const char *) data;
         struct notify_message m, want;
 
         memset(&m, 0xa5, sizeof m);
@@ -82,13 +82,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         reference(buf, size, &want);
         if (m.ready != want.ready || m.reloading != want.reloading || m.stopping != want.stopping)
                 FUZZ_FAIL("flags READY=%d RELOADING=%d STOPPING=%d, want %d %d %d", m.ready, m.reloading, m.stopping,
-                        want.ready, want.reloading, want.stopping);
+                          want.ready, want.reloading, want.stopping);
         if (m.status != want.status || m.status_len != want.status_len)
                 FUZZ_FAIL("STATUS= is not the last STATUS= line");
         if (m.errno_value != want.errno_value)
                 FUZZ_FAIL("ERRNO=%d, want %d", m.errno_value, want.errno_value);
         if (m.extend_usec != want.extend_usec)
-                FUZZ_FAIL("EXTEND_TIMEOUT_USEC=%llu, want %llu", (unsigned long long)m.extend_usec,
-                        (unsigned long long)want.extend_usec);
+                FUZZ_FAIL("EXTEND_TIMEOUT_USEC=%llu, want %llu", (unsigned long long) m.extend_usec,
+                          (unsigned long long) want.extend_usec);
         return 0;
 }

@@ -16,13 +16,8 @@
 #include "template.h"
 
 static const char *const addresses[] = {
-        "web=127.0.0.1:8080",
-        "dns=udp:[::1]:53",
-        "admin=/run/prebind/admin.sock",
-        "@abstract\x01name",
-        "a.b=*:0",
-        "7=[fe80::1%1]:65535",
-        "udp:@dgram",
+        "web=127.0.0.1:8080",  "dns=udp:[::1]:53", "admin=/run/prebind/admin.sock", "@abstract\x01name", "a.b=*:0",
+        "7=[fe80::1%1]:65535", "udp:@dgram",
 };
 
 static struct bound_socket sockets[sizeof addresses / sizeof addresses[0] + 1];
@@ -35,7 +30,7 @@ static void add_socket(const char *address) {
 
         if (listen_spec_parse(address, &spec) < 0)
                 FUZZ_FAIL("bad fixture '%s'", address);
-        *s = (struct bound_socket){
+        *s = (struct bound_socket) {
                 .fd = -1,
                 .type = spec.type,
                 .addr = spec.addr,
@@ -51,8 +46,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
         char *address;
 
-        (void)argc;
-        (void)argv;
+        (void) argc;
+        (void) argv;
         for (size_t i = 0; i < sizeof addresses / sizeof addresses[0]; i++)
                 add_socket(addresses[i]);
         /* The longest name systemd allows. */
@@ -72,7 +67,7 @@ static long lookup(const char *ref, size_t len, size_t n) {
                 return n > 0 ? 0 : -1;
         for (size_t i = 0; i < n; i++)
                 if (strlen(sockets[i].name) == len && memcmp(sockets[i].name, ref, len) == 0)
-                        return (long)i;
+                        return (long) i;
         /* Digits only, as many as fit the parser's buffer (leading zeros
          * included). */
         if (len >= 16)
@@ -82,13 +77,13 @@ static long lookup(const char *ref, size_t len, size_t n) {
                         return -1;
                 index = index * 10 + (ref[i] - '0');
         }
-        return index < (long)n ? index : -1;
+        return index < (long) n ? index : -1;
 }
 
 /* What template_expand() must produce, written independently of it:
  * returns the expansion, or NULL where it must fail. */
 static char *expected(const char *text, size_t n) {
-        static const char *const fields[] = {"port", "host", "addr", "url", "fd", "name"};
+        static const char *const fields[] = { "port", "host", "addr", "url", "fd", "name" };
         char *result = NULL;
         size_t size = 0;
         FILE *out = open_memstream(&result, &size);
@@ -116,13 +111,13 @@ static char *expected(const char *text, size_t n) {
                         ok = false;
                         break;
                 }
-                dot = memrchr(p + 1, '.', (size_t)(close - p - 1));
-                index = dot ? (dot == p + 1 ? -1 : lookup(p + 1, (size_t)(dot - p - 1), n)) : lookup("", 0, n);
+                dot = memrchr(p + 1, '.', (size_t) (close - p - 1));
+                index = dot ? (dot == p + 1 ? -1 : lookup(p + 1, (size_t) (dot - p - 1), n)) : lookup("", 0, n);
                 for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
                         const char *name = dot ? dot + 1 : p + 1;
-                        if (strlen(fields[f]) == (size_t)(close - name) &&
-                                memcmp(fields[f], name, (size_t)(close - name)) == 0)
-                                field = (int)f;
+                        if (strlen(fields[f]) == (size_t) (close - name) &&
+                            memcmp(fields[f], name, (size_t) (close - name)) == 0)
+                                field = (int) f;
                 }
                 if (index < 0 || field < 0) {
                         ok = false;
@@ -133,8 +128,8 @@ static char *expected(const char *text, size_t n) {
                         fputs(sockets[index].name, out);
                 } else {
                         char buf[FIELD_STRING_MAX];
-                        fputs(socket_field_format(sockets, (size_t)index, (enum socket_field)field, buf, sizeof buf),
-                                out);
+                        fputs(socket_field_format(sockets, (size_t) index, (enum socket_field) field, buf, sizeof buf),
+                              out);
                 }
                 p = close + 1;
         }
@@ -149,7 +144,7 @@ static char *expected(const char *text, size_t n) {
 
 static void check(const char *text, size_t n) {
         char *result = NULL, *want = expected(text, n);
-        size_t offset = (size_t)-1;
+        size_t offset = (size_t) -1;
         int r = template_expand(text, sockets, n, TEMPLATE_VERBATIM, &result, &offset);
 
         if (r == 0) {

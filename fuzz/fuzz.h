@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* The input as a C string, cut at the first NUL, in a buffer of exactly
  * its size, so that AddressSanitizer sees any read past the end. */
 static inline char *fuzz_string(const uint8_t *data, size_t size) {
-        size_t len = strnlen((const char *)data, size);
+        size_t len = strnlen((const char *) data, size);
         char *s = malloc(len + 1);
 
         if (!s)

@@ -206,23 +206,20 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
                                 return r;
                         }
                         if (r < 0) {
-                                log_msg("invalid --expect '%s': want NAME:stream|dgram[:ipv4|ipv6|inet|unix]",
-                                        optarg);
+                                log_msg("invalid --expect '%s': want NAME:stream|dgram[:ipv4|ipv6|inet|unix]", optarg);
                                 return r;
                         }
                         o->n_expect++;
                         break;
                 case ARG_NOTIFY_AFTER:
                         if (parse_seconds(optarg, &o->notify_after) < 0) {
-                                log_msg("invalid --notify-after '%s': want seconds, 0..%.0f", optarg,
-                                        DELAY_MAX_SEC);
+                                log_msg("invalid --notify-after '%s': want seconds, 0..%.0f", optarg, DELAY_MAX_SEC);
                                 return -EINVAL;
                         }
                         break;
                 case ARG_DELAY_ACCEPT:
                         if (parse_seconds(optarg, &o->delay_accept) < 0) {
-                                log_msg("invalid --delay-accept '%s': want seconds, 0..%.0f", optarg,
-                                        DELAY_MAX_SEC);
+                                log_msg("invalid --delay-accept '%s': want seconds, 0..%.0f", optarg, DELAY_MAX_SEC);
                                 return -EINVAL;
                         }
                         break;
@@ -439,8 +436,8 @@ static void serve_http(const struct listener *l) {
         if (n <= 0) /* closed before asking anything, or timed out */
                 goto out;
 
-        body_len = snprintf(body, sizeof(body), "hello from prebind example: fd=%d name=%s pid=%d\n", l->fd,
-                            l->name, (int) getpid());
+        body_len = snprintf(body, sizeof(body), "hello from prebind example: fd=%d name=%s pid=%d\n", l->fd, l->name,
+                            (int) getpid());
         len = snprintf(response, sizeof(response),
                        "HTTP/1.0 200 OK\r\n"
                        "Content-Type: text/plain\r\n"
@@ -503,12 +500,12 @@ static int run_loop(const struct listener *ls, int n, int sfd, int notify_fd, in
         pfd = calloc((size_t) n + 3, sizeof(*pfd));
         if (!pfd)
                 return -ENOMEM;
-        pfd[0] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-        pfd[1] = (struct pollfd){ .fd = notify_fd, .events = POLLIN }; /* negative fds are ignored */
-        pfd[2] = (struct pollfd){ .fd = delay_fd, .events = POLLIN };
+        pfd[0] = (struct pollfd) { .fd = sfd, .events = POLLIN };
+        pfd[1] = (struct pollfd) { .fd = notify_fd, .events = POLLIN }; /* negative fds are ignored */
+        pfd[2] = (struct pollfd) { .fd = delay_fd, .events = POLLIN };
         for (int i = 0; i < n; i++)
                 /* While --delay-accept runs, sockets are not polled: clients wait in the backlog. */
-                pfd[3 + i] = (struct pollfd){ .fd = delay_fd >= 0 ? -1 : ls[i].fd, .events = POLLIN };
+                pfd[3 + i] = (struct pollfd) { .fd = delay_fd >= 0 ? -1 : ls[i].fd, .events = POLLIN };
 
         for (;;) {
                 if (poll(pfd, (nfds_t) n + 3, -1) < 0) {

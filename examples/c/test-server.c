@@ -20,7 +20,7 @@ static const char *prebind_path, *server_path;
 
 struct started {
         pid_t pid;
-        int out;        /* prebind's stdout */
+        int out; /* prebind's stdout */
 };
 
 static struct started start(const char *const extra[]) {
@@ -105,8 +105,8 @@ START_TEST(test_named_socket_through_prebind) {
 END_TEST
 
 START_TEST(test_two_sockets_in_order) {
-        const char *args[] = { "-l", "a=127.0.0.1:0", "-l", "b=127.0.0.1:0", "--", server_path,
-                         "--expect", "a:stream", "--expect", "b:stream", NULL };
+        const char *args[] = { "-l",       "a=127.0.0.1:0", "-l",       "b=127.0.0.1:0", "--", server_path,
+                               "--expect", "a:stream",      "--expect", "b:stream",      NULL };
         struct started s = start(args);
         char url_a[256], url_b[256], body[1024];
 

@@ -11,14 +11,14 @@ const char *prebind_sigabbrev(int sig) {
         /* The signals of Linux, in the kernel's order; SIGRTMIN and above
          * have no abbreviation, as with glibc. */
         static const char *const names[] = {
-                [SIGHUP] = "HUP",       [SIGINT] = "INT",       [SIGQUIT] = "QUIT",     [SIGILL] = "ILL",
-                [SIGTRAP] = "TRAP",     [SIGABRT] = "ABRT",     [SIGBUS] = "BUS",       [SIGFPE] = "FPE",
-                [SIGKILL] = "KILL",     [SIGUSR1] = "USR1",     [SIGSEGV] = "SEGV",     [SIGUSR2] = "USR2",
-                [SIGPIPE] = "PIPE",     [SIGALRM] = "ALRM",     [SIGTERM] = "TERM",     [SIGSTKFLT] = "STKFLT",
-                [SIGCHLD] = "CHLD",     [SIGCONT] = "CONT",     [SIGSTOP] = "STOP",     [SIGTSTP] = "TSTP",
-                [SIGTTIN] = "TTIN",     [SIGTTOU] = "TTOU",     [SIGURG] = "URG",       [SIGXCPU] = "XCPU",
-                [SIGXFSZ] = "XFSZ",     [SIGVTALRM] = "VTALRM", [SIGPROF] = "PROF",     [SIGWINCH] = "WINCH",
-                [SIGIO] = "POLL",       [SIGPWR] = "PWR",       [SIGSYS] = "SYS",
+                [SIGHUP] = "HUP",   [SIGINT] = "INT",       [SIGQUIT] = "QUIT", [SIGILL] = "ILL",
+                [SIGTRAP] = "TRAP", [SIGABRT] = "ABRT",     [SIGBUS] = "BUS",   [SIGFPE] = "FPE",
+                [SIGKILL] = "KILL", [SIGUSR1] = "USR1",     [SIGSEGV] = "SEGV", [SIGUSR2] = "USR2",
+                [SIGPIPE] = "PIPE", [SIGALRM] = "ALRM",     [SIGTERM] = "TERM", [SIGSTKFLT] = "STKFLT",
+                [SIGCHLD] = "CHLD", [SIGCONT] = "CONT",     [SIGSTOP] = "STOP", [SIGTSTP] = "TSTP",
+                [SIGTTIN] = "TTIN", [SIGTTOU] = "TTOU",     [SIGURG] = "URG",   [SIGXCPU] = "XCPU",
+                [SIGXFSZ] = "XFSZ", [SIGVTALRM] = "VTALRM", [SIGPROF] = "PROF", [SIGWINCH] = "WINCH",
+                [SIGIO] = "POLL",   [SIGPWR] = "PWR",       [SIGSYS] = "SYS",
         };
 
         if (sig <= 0 || (size_t) sig >= sizeof names / sizeof names[0])

@@ -55,4 +55,3 @@ const char *prebind_expand_errno(const char *format, int err, char *buf, size_t 
  * (and Python's signal.SIGRTMIN): unblocked, it would kill prebind. A
  * single-threaded prebind never needs musl's use of it (__synccall). */
 int prebind_sigaddset(sigset_t *set, int sig);
-

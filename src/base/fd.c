@@ -95,8 +95,9 @@ int fd_recv_message(int sock, void *data, size_t size, int *fds, size_t max_fds,
                 char buf[CMSG_SPACE(FD_MESSAGE_FDS_MAX * sizeof(int))];
         } control;
         struct iovec iov = { .iov_base = data, .iov_len = size };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                              .msg_controllen = sizeof control.buf };
+        struct msghdr msg = {
+                .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf
+        };
         ssize_t k;
         int n = 0;
 
@@ -144,8 +145,8 @@ bool unix_socket_is_stale(const char *path) {
         if (fd < 0)
                 return false;
         r = connect(fd, (struct sockaddr *) &addr, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0
-                            ? -errno
-                            : 0;
+                    ? -errno
+                    : 0;
         close(fd);
         return r == -ECONNREFUSED;
 }

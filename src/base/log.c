@@ -142,8 +142,8 @@ static void emit(const char *line, size_t n) {
                 sink.dropped++;
 }
 
-__attribute__((format(printf, 3, 0)))
-static void log_va(enum log_level level, int err, const char *format, va_list ap) {
+__attribute__((format(printf, 3, 0))) static void log_va(enum log_level level, int err, const char *format,
+                                                         va_list ap) {
         static const char prefix[] = "prebind: ";
         int saved_errno = errno;
         char line[1024], escaped[PIPE_BUF];
@@ -195,8 +195,7 @@ int log_error_errno(int err, const char *format, ...) {
         return -abs(err);
 }
 
-bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t now_usec, unsigned *ret_held,
-                         uint64_t *ret_elapsed_usec) {
+bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t now_usec, unsigned *ret_held, uint64_t *ret_elapsed_usec) {
         *ret_held = 0;
         *ret_elapsed_usec = 0;
         if (rl->printed == 0 && rl->held == 0)

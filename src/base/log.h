@@ -18,8 +18,7 @@ enum log_level log_get_level(void);
 
 /* Print "prebind: <message>\n" on stderr if level is enabled. A message may
  * use %m; errno is set from err first, and is preserved across the call. */
-void log_full(enum log_level level, int err, const char *format, ...)
-        __attribute__((format(printf, 3, 4)));
+void log_full(enum log_level level, int err, const char *format, ...) __attribute__((format(printf, 3, 4)));
 
 /* Log an error and return -err (err may be given positive or negative), so
  * that the caller can write: return log_error_errno(r, "cannot bind '%s': %m", s); */
@@ -60,7 +59,8 @@ struct log_ratelimit {
         bool used;            /* on the list that log_flush() summarises */
         struct log_ratelimit *next;
 };
-#define LOG_RATELIMIT_INIT(w) { .what = (w) }
+#define LOG_RATELIMIT_INIT(w)                                                                                         \
+        { .what = (w) }
 
 void log_ratelimited(struct log_ratelimit *rl, enum log_level level, const char *format, ...)
         __attribute__((format(printf, 3, 4)));
@@ -68,8 +68,7 @@ void log_ratelimited(struct log_ratelimit *rl, enum log_level level, const char 
 /* The rate limiter's decision, for a line at now_usec: true to print it.
  * *ret_held is the number of lines held back in an interval that has just
  * ended, and *ret_elapsed_usec how long it lasted (0 and 0 if none). */
-bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t now_usec, unsigned *ret_held,
-                         uint64_t *ret_elapsed_usec);
+bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t now_usec, unsigned *ret_held, uint64_t *ret_elapsed_usec);
 /* Ends the interval now: returns the lines held back in it. */
 unsigned log_ratelimit_take(struct log_ratelimit *rl, uint64_t now_usec, uint64_t *ret_elapsed_usec);
 
@@ -79,7 +78,7 @@ unsigned log_ratelimit_take(struct log_ratelimit *rl, uint64_t now_usec, uint64_
 void log_flush(void);
 
 #define log_error(...) log_full(LOG_LEVEL_ERROR, 0, __VA_ARGS__)
-#define log_info(...)  log_full(LOG_LEVEL_INFO, 0, __VA_ARGS__)
+#define log_info(...) log_full(LOG_LEVEL_INFO, 0, __VA_ARGS__)
 #define log_debug(...) log_full(LOG_LEVEL_DEBUG, 0, __VA_ARGS__)
 /* The one way to say it: return log_oom(); */
 #define log_oom() log_error_errno(ENOMEM, "out of memory")

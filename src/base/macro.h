@@ -25,18 +25,18 @@ static inline void closep(const int *fd) {
         }
 }
 
-#define TAKE_PTR(p)                             \
-        ({                                      \
-                __typeof__(p) _taken = (p);     \
-                (p) = NULL;                     \
-                _taken;                         \
+#define TAKE_PTR(p)                                                                                                   \
+        ({                                                                                                            \
+                __typeof__(p) _taken = (p);                                                                           \
+                (p) = NULL;                                                                                           \
+                _taken;                                                                                               \
         })
 
-#define TAKE_FD(fd)                             \
-        ({                                      \
-                int _taken = (fd);              \
-                (fd) = -EBADF;                  \
-                _taken;                         \
+#define TAKE_FD(fd)                                                                                                   \
+        ({                                                                                                            \
+                int _taken = (fd);                                                                                    \
+                (fd) = -EBADF;                                                                                        \
+                _taken;                                                                                               \
         })
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))

@@ -29,8 +29,12 @@ int parse_duration(const char *text, uint64_t *ret_usec) {
                 const char *suffix;
                 uint64_t usec;
         } units[] = {
-                { "ms", 1000 }, { "s", USEC_PER_SEC }, { "m", 60 * USEC_PER_SEC },
-                { "h", 3600 * USEC_PER_SEC }, { "d", 86400 * USEC_PER_SEC }, { "", USEC_PER_SEC },
+                { "ms", 1000 },
+                { "s", USEC_PER_SEC },
+                { "m", 60 * USEC_PER_SEC },
+                { "h", 3600 * USEC_PER_SEC },
+                { "d", 86400 * USEC_PER_SEC },
+                { "", USEC_PER_SEC },
         };
         const uint64_t max = 30 * 86400 * USEC_PER_SEC;
         uint64_t whole = 0, frac = 0, frac_scale = 1, unit = 0;

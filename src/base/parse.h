@@ -10,7 +10,6 @@
  * Returns 0, -EINVAL or -ERANGE; *ret is untouched on failure. */
 int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret);
 
-
 /* A duration as timeout(1) takes it: a decimal number with an optional
  * unit, "ms", "s" (the default), "m", "h" or "d": "10", "1.5", "500ms",
  * "2m". Returns 0 and microseconds (at most 30 days), or -EINVAL/-ERANGE. */

@@ -11,9 +11,9 @@
 #include "loop.h"
 
 struct source {
-        loop_handler handler;   /* NULL: no source on this fd */
+        loop_handler handler; /* NULL: no source on this fd */
         void *userdata;
-        uint32_t serial;        /* which loop_add() made this source */
+        uint32_t serial; /* which loop_add() made this source */
 };
 
 /* Sources are indexed by fd, and each event carries the fd and the serial
@@ -128,9 +128,9 @@ int loop_dispatch_once(struct loop *l, int timeout_ms) {
 
 int timer_start(int *fd, uint64_t usec) {
         struct itimerspec when = { .it_value = {
-                .tv_sec = (time_t) (usec / USEC_PER_SEC),
-                .tv_nsec = (long) (usec % USEC_PER_SEC) * 1000,
-        } };
+                                           .tv_sec = (time_t) (usec / USEC_PER_SEC),
+                                           .tv_nsec = (long) (usec % USEC_PER_SEC) * 1000,
+                                   } };
 
         /* A zero it_value would disarm the timer: fire at once instead. */
         if (usec == 0)

@@ -7,11 +7,11 @@
 /* What a signal read from prebind's signalfd means: the one rule for the
  * supervisor and for --accept. */
 struct signal_verdict {
-        bool reap;              /* SIGCHLD: reap, never forward */
-        bool own;               /* prebind's own SIGPIPE: about its output, drop it */
-        bool shutdown;          /* SIGTERM, SIGINT, or a hangup from the terminal */
-        bool forward;           /* pass it on to COMMAND */
-        bool stop_self;         /* a terminal stop (Ctrl-Z): stop prebind too */
+        bool reap;      /* SIGCHLD: reap, never forward */
+        bool own;       /* prebind's own SIGPIPE: about its output, drop it */
+        bool shutdown;  /* SIGTERM, SIGINT, or a hangup from the terminal */
+        bool forward;   /* pass it on to COMMAND */
+        bool stop_self; /* a terminal stop (Ctrl-Z): stop prebind too */
 };
 
 /* command_has_own_group: COMMAND runs in a process group of its own

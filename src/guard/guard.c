@@ -31,18 +31,18 @@
 #define GUARD_POLL_MS 10
 
 enum guard_request {
-        GUARD_WATCH = 1,        /* pid, group; COMMAND's pidfd attached, if it has one */
+        GUARD_WATCH = 1, /* pid, group; COMMAND's pidfd attached, if it has one */
         GUARD_UNWATCH,
-        GUARD_FILE,             /* kind, path; an fd on the file once it exists */
-        GUARD_FORGET,           /* path */
-        GUARD_DONE,             /* prebind exits cleanly: so does the guard, doing nothing */
+        GUARD_FILE,   /* kind, path; an fd on the file once it exists */
+        GUARD_FORGET, /* path */
+        GUARD_DONE,   /* prebind exits cleanly: so does the guard, doing nothing */
 };
 
 struct guard_header {
-        uint32_t request;       /* enum guard_request */
-        uint32_t kind;          /* GUARD_FILE: enum guard_file_kind */
-        int32_t pid;            /* GUARD_WATCH */
-        uint32_t group;         /* GUARD_WATCH: pid leads a process group of its own */
+        uint32_t request; /* enum guard_request */
+        uint32_t kind;    /* GUARD_FILE: enum guard_file_kind */
+        int32_t pid;      /* GUARD_WATCH */
+        uint32_t group;   /* GUARD_WATCH: pid leads a process group of its own */
 };
 
 /* One message: the header, then a NUL-terminated path for the file
@@ -53,8 +53,8 @@ struct guard_message {
 };
 
 struct guard {
-        int fd;                 /* prebind's end of the socket pair */
-        bool lost;              /* a message could not be sent: said once, none sent after */
+        int fd;    /* prebind's end of the socket pair */
+        bool lost; /* a message could not be sent: said once, none sent after */
         const char *command_name;
 };
 
@@ -63,16 +63,16 @@ struct guard {
 struct guarded_file {
         char *path;
         enum guard_file_kind kind;
-        int fd;                 /* on the file prebind made; -1 while only expected */
+        int fd; /* on the file prebind made; -1 while only expected */
 };
 
 struct guard_state {
         pid_t prebind;
         const char *command_name;
         uint64_t grace_usec;
-        pid_t pid;              /* COMMAND; 0: none */
+        pid_t pid; /* COMMAND; 0: none */
         bool group;
-        int pidfd;              /* COMMAND's; -1 */
+        int pidfd; /* COMMAND's; -1 */
         struct guarded_file *files;
         size_t n_files;
 };
@@ -237,8 +237,8 @@ static void prebind_died(struct guard_state *st) {
         uint64_t deadline = now_usec() + st->grace_usec;
 
         if (st->pid > 0) {
-                log_info("prebind (pid %d) was killed: stopping '%s' (pid %d%s)", (int) st->prebind,
-                         st->command_name, (int) st->pid, st->group ? " and its process group" : "");
+                log_info("prebind (pid %d) was killed: stopping '%s' (pid %d%s)", (int) st->prebind, st->command_name,
+                         (int) st->pid, st->group ? " and its process group" : "");
                 signal_command(st, SIGTERM);
                 /* Stopped members would not see it before SIGCONT. */
                 if (st->group)
@@ -258,7 +258,10 @@ static void prebind_died(struct guard_state *st) {
 
 static _Noreturn void guard_main(int sock, pid_t prebind, const char *command_name, uint64_t grace_usec) {
         struct guard_state st = {
-                .prebind = prebind, .command_name = command_name, .grace_usec = grace_usec, .pidfd = -1,
+                .prebind = prebind,
+                .command_name = command_name,
+                .grace_usec = grace_usec,
+                .pidfd = -1,
         };
         static struct guard_message m;
 
@@ -442,8 +445,10 @@ static void guard_send(struct guard *g, enum guard_request request, const struct
         r = fd_send_message(g->fd, &m, len, &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT);
         if (r < 0) {
                 g->lost = true;
-                log_error_errno(r, "the guard that stops '%s' if prebind is killed is not answering (%m): "
-                                "'%s' could outlive a killed prebind", g->command_name, g->command_name);
+                log_error_errno(r,
+                                "the guard that stops '%s' if prebind is killed is not answering (%m): "
+                                "'%s' could outlive a killed prebind",
+                                g->command_name, g->command_name);
         }
 }
 

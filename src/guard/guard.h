@@ -29,8 +29,8 @@
 struct guard;
 
 enum guard_file_kind {
-        GUARD_FILE_REGULAR,     /* the port file, and its temporary name */
-        GUARD_FILE_SOCKET,      /* a unix socket file */
+        GUARD_FILE_REGULAR, /* the port file, and its temporary name */
+        GUARD_FILE_SOCKET,  /* a unix socket file */
 };
 
 /* Start a guard. command_name is for its message; grace_usec how long

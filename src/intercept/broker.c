@@ -35,8 +35,8 @@ _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both
 
 struct pending {
         int fd;
-        struct peer peer;       /* who connected, pinned when accepted */
-        unsigned ticks;         /* timer ticks seen while pending */
+        struct peer peer; /* who connected, pinned when accepted */
+        unsigned ticks;   /* timer ticks seen while pending */
 };
 
 struct target_state {
@@ -45,19 +45,19 @@ struct target_state {
 };
 
 struct broker {
-        int epoll_fd;           /* the listening socket, pending connections, the timer */
+        int epoll_fd; /* the listening socket, pending connections, the timer */
         int listen_fd;
-        int timer_fd;           /* ticks while connections are pending or listening is paused */
+        int timer_fd; /* ticks while connections are pending or listening is paused */
         bool ticking;
-        bool listen_paused;     /* out of fds: listen_fd is off the epoll until the next tick */
+        bool listen_paused; /* out of fds: listen_fd is off the epoll until the next tick */
         pid_t command;
         struct target_state targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
         struct pending pending[PENDING_MAX];
         size_t n_pending;
         struct claims_notes notes; /* binds COMMAND reported, for the message on a timeout */
-        size_t n_reports;       /* total since broker_set_command(), decoys too */
-        unsigned refused;       /* claims refused since then */
+        size_t n_reports;          /* total since broker_set_command(), decoys too */
+        unsigned refused;          /* claims refused since then */
         pid_t refused_pid;
         const char *refused_why; /* the last refusal's reason */
         char env_address[sizeof "PREBIND_BROKER=" + sizeof(struct sockaddr_un)];
@@ -79,7 +79,7 @@ static int open_listener(struct broker *b) {
         if (n < 0)
                 return n;
         memcpy(addr.un.sun_path, name, (size_t) n);
-        addr.un.sun_path[0] = '\0';    /* the '@' */
+        addr.un.sun_path[0] = '\0'; /* the '@' */
         b->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (b->listen_fd < 0)
                 return -errno;
@@ -261,8 +261,9 @@ static void handle_claim(struct broker *b, int conn, const struct peer *peer, co
         const char *why;
 
         if (!t) {
-                log_ratelimited(&unknown_claims, LOG_LEVEL_DEBUG, "pid %d asked for port %u/%s, which is not intercepted",
-                                (int) peer->pid, req->port, claims_type_name(req->type));
+                log_ratelimited(&unknown_claims, LOG_LEVEL_DEBUG,
+                                "pid %d asked for port %u/%s, which is not intercepted", (int) peer->pid, req->port,
+                                claims_type_name(req->type));
                 remember(b, peer->pid, req);
                 reply(conn, ENOENT, 0, -1);
                 return;
@@ -373,7 +374,7 @@ static void expire_pending(struct broker *b) {
                 }
                 log_debug("closing a connection to the broker from pid %d: no request within %llus", (int) p->peer.pid,
                           PENDING_TICKS_MAX * PENDING_TICK_USEC / USEC_PER_SEC);
-                forget_pending(b, p);   /* the last one moves to i */
+                forget_pending(b, p); /* the last one moves to i */
         }
         if (b->n_pending > 0 || b->listen_paused)
                 start_ticking(b);
@@ -454,14 +455,15 @@ void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
                 return;
         for (size_t i = 0; i < b->n_targets; i++)
                 if (!b->targets[i].claimed)
-                        unclaimed[n++] = (struct intercept_port) { b->targets[i].target.port,
-                                                                   b->targets[i].target.type };
+                        unclaimed[n++] =
+                                (struct intercept_port) { b->targets[i].target.port, b->targets[i].target.type };
         len = claims_describe(&b->notes, unclaimed, n, buf, size);
         if (b->refused)
                 (void) claims_append(buf, size, len, " (%u claim%s refused to pid %d, which %s)", b->refused,
                                      b->refused == 1 ? "" : "s", (int) b->refused_pid, b->refused_why);
         else if (b->n_reports == 0)
-                (void) claims_append(buf, size, len, " (no bind() of a port reached the interposer; static and Go "
+                (void) claims_append(buf, size, len,
+                                     " (no bind() of a port reached the interposer; static and Go "
                                      "programs bypass it with raw system calls, which --intercept-via=seccomp "
                                      "catches where the kernel allows it)");
 }

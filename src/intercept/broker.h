@@ -11,10 +11,10 @@
  * See src/intercept/protocol.h for the wire format. */
 
 struct broker_target {
-        uint16_t port;          /* the port COMMAND binds */
-        int type;               /* SOCK_STREAM or SOCK_DGRAM: prebind's socket's */
-        int fd;                 /* prebind's socket; the broker does not own it */
-        const char *name;       /* its name, for messages */
+        uint16_t port;    /* the port COMMAND binds */
+        int type;         /* SOCK_STREAM or SOCK_DGRAM: prebind's socket's */
+        int fd;           /* prebind's socket; the broker does not own it */
+        const char *name; /* its name, for messages */
 };
 
 struct broker;

@@ -15,7 +15,7 @@ struct claims_note {
         int family;
         int type;
         unsigned port;
-        char address[112];      /* intercept_address_text() */
+        char address[112]; /* intercept_address_text() */
 };
 
 /* The last CLAIMS_NOTES_MAX binds of a COMMAND that got nothing of

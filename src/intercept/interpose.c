@@ -51,7 +51,7 @@ static struct claim {
         uint16_t port;
         int type;
         int fd;
-        int family;             /* of the bind that got it */
+        int family; /* of the bind that got it */
         dev_t dev;
         ino_t ino;
 } claims[INTERCEPT_PORTS_MAX];
@@ -278,8 +278,12 @@ EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len) {
         }
         close(handed);
         if (slot)
-                *slot = (struct claim) { .port = port, .type = type, .fd = fd, .family = addr->sa_family,
-                                         .dev = st.st_dev, .ino = st.st_ino };
+                *slot = (struct claim) { .port = port,
+                                         .type = type,
+                                         .fd = fd,
+                                         .family = addr->sa_family,
+                                         .dev = st.st_dev,
+                                         .ino = st.st_ino };
         errno = saved_errno;
         return 0;
 }

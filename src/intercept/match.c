@@ -47,7 +47,7 @@ int intercept_ports_parse(const char *text, struct intercept_port *ports, size_t
                 n++;
                 if (!*p)
                         break;
-                p++;    /* ',' */
+                p++; /* ',' */
         }
         *ret_n = n;
         return 0;

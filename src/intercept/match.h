@@ -14,8 +14,8 @@
 #define INTERCEPT_PORTS_MAX 32
 
 struct intercept_port {
-        uint16_t port;          /* 1-65535 */
-        int type;               /* SOCK_STREAM ("tcp") or SOCK_DGRAM ("udp") */
+        uint16_t port; /* 1-65535 */
+        int type;      /* SOCK_STREAM ("tcp") or SOCK_DGRAM ("udp") */
 };
 
 /* Parse "6379/tcp,53/udp": at most max entries. Returns 0 and the count,

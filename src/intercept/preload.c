@@ -75,37 +75,38 @@ int preload_library_find(char **ret) {
 
 /* The parts of an ELF file that matter here: an interpreter (PT_INTERP),
  * and a Go build id note. Both classes, host byte order. */
-#define ELF_SCAN(Ehdr, Phdr, Shdr)                                                                             \
-        do {                                                                                                   \
-                Ehdr eh;                                                                                       \
-                if (pread(fd, &eh, sizeof eh, 0) != (ssize_t) sizeof eh)                                       \
-                        return 0;                                                                              \
-                for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {                                         \
-                        Phdr ph;                                                                               \
-                        if (pread(fd, &ph, sizeof ph, (off_t) (eh.e_phoff + (uint64_t) i * eh.e_phentsize)) != \
-                            (ssize_t) sizeof ph)                                                               \
-                                return 0;                                                              \
-                        if (ph.p_type == PT_INTERP)                                                            \
-                                *has_interp = true;                                                            \
-                }                                                                                              \
-                if (eh.e_shstrndx != SHN_UNDEF && eh.e_shstrndx < eh.e_shnum) {                                \
-                        Shdr strtab;                                                                           \
-                        if (pread(fd, &strtab, sizeof strtab,                                                  \
-                                  (off_t) (eh.e_shoff + (uint64_t) eh.e_shstrndx * eh.e_shentsize)) !=         \
-                            (ssize_t) sizeof strtab)                                                           \
-                                return 0;                                                                      \
-                        for (unsigned i = 0; i < eh.e_shnum && i < 1024; i++) {                                \
-                                Shdr sh;                                                                       \
-                                char name[24] = "";                                                            \
-                                if (pread(fd, &sh, sizeof sh, (off_t) (eh.e_shoff + (uint64_t) i * eh.e_shentsize)) != \
-                                    (ssize_t) sizeof sh)                                                       \
-                                        break;                                                                 \
-                                if (pread(fd, name, sizeof name - 1, (off_t) (strtab.sh_offset + sh.sh_name)) <= 0) \
-                                        continue;                                                              \
-                                if (strcmp(name, ".note.go.buildid") == 0 || strcmp(name, ".go.buildinfo") == 0) \
-                                        *is_go = true;                                                         \
-                        }                                                                                      \
-                }                                                                                              \
+#define ELF_SCAN(Ehdr, Phdr, Shdr)                                                                                    \
+        do {                                                                                                          \
+                Ehdr eh;                                                                                              \
+                if (pread(fd, &eh, sizeof eh, 0) != (ssize_t) sizeof eh)                                              \
+                        return 0;                                                                                     \
+                for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {                                                \
+                        Phdr ph;                                                                                      \
+                        if (pread(fd, &ph, sizeof ph, (off_t) (eh.e_phoff + (uint64_t) i * eh.e_phentsize)) !=        \
+                            (ssize_t) sizeof ph)                                                                      \
+                                return 0;                                                                             \
+                        if (ph.p_type == PT_INTERP)                                                                   \
+                                *has_interp = true;                                                                   \
+                }                                                                                                     \
+                if (eh.e_shstrndx != SHN_UNDEF && eh.e_shstrndx < eh.e_shnum) {                                       \
+                        Shdr strtab;                                                                                  \
+                        if (pread(fd, &strtab, sizeof strtab,                                                         \
+                                  (off_t) (eh.e_shoff + (uint64_t) eh.e_shstrndx * eh.e_shentsize)) !=                \
+                            (ssize_t) sizeof strtab)                                                                  \
+                                return 0;                                                                             \
+                        for (unsigned i = 0; i < eh.e_shnum && i < 1024; i++) {                                       \
+                                Shdr sh;                                                                              \
+                                char name[24] = "";                                                                   \
+                                if (pread(fd, &sh, sizeof sh,                                                         \
+                                          (off_t) (eh.e_shoff + (uint64_t) i * eh.e_shentsize)) !=                    \
+                                    (ssize_t) sizeof sh)                                                              \
+                                        break;                                                                        \
+                                if (pread(fd, name, sizeof name - 1, (off_t) (strtab.sh_offset + sh.sh_name)) <= 0)   \
+                                        continue;                                                                     \
+                                if (strcmp(name, ".note.go.buildid") == 0 || strcmp(name, ".go.buildinfo") == 0)      \
+                                        *is_go = true;                                                                \
+                        }                                                                                             \
+                }                                                                                                     \
         } while (0)
 
 static int elf_scan(int fd, bool *has_interp, bool *is_go) {

@@ -34,14 +34,14 @@ enum intercept_kind {
 
 struct intercept_request {
         uint32_t version;
-        uint32_t kind;          /* enum intercept_kind */
-        int32_t family;         /* AF_INET, AF_INET6, AF_UNIX */
-        int32_t type;           /* SOCK_STREAM, SOCK_DGRAM… */
-        uint32_t port;          /* 0 for unix sockets */
+        uint32_t kind;                       /* enum intercept_kind */
+        int32_t family;                      /* AF_INET, AF_INET6, AF_UNIX */
+        int32_t type;                        /* SOCK_STREAM, SOCK_DGRAM… */
+        uint32_t port;                       /* 0 for unix sockets */
         char address[INTERCEPT_ADDRESS_MAX]; /* NUL-terminated, may be cut */
 };
 
 struct intercept_reply {
-        int32_t error;          /* 0, or the positive errno of a refusal */
-        uint32_t port;          /* the handed socket's own port, to check */
+        int32_t error; /* 0, or the positive errno of a refusal */
+        uint32_t port; /* the handed socket's own port, to check */
 };

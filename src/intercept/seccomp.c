@@ -28,12 +28,12 @@
  * spelled out: musl's include path, which builds prebind-static, has no
  * <linux/…> headers. These values are fixed by the kernel's ABI. */
 #define SC_SET_MODE_FILTER 1
-#define SC_FLAG_NEW_LISTENER (1U << 3)           /* 5.0 */
-#define SC_FLAG_WAIT_KILLABLE_RECV (1U << 5)     /* 5.19 */
+#define SC_FLAG_NEW_LISTENER (1U << 3)       /* 5.0 */
+#define SC_FLAG_WAIT_KILLABLE_RECV (1U << 5) /* 5.19 */
 #define SC_RET_ALLOW 0x7fff0000U
 #define SC_RET_USER_NOTIF 0x7fc00000U
-#define SC_NOTIF_FLAG_CONTINUE (1U << 0)         /* 5.5 */
-#define SC_ADDFD_FLAG_SETFD (1U << 0)            /* 5.9 */
+#define SC_NOTIF_FLAG_CONTINUE (1U << 0) /* 5.5 */
+#define SC_ADDFD_FLAG_SETFD (1U << 0)    /* 5.9 */
 
 struct sc_data {
         int32_t nr;
@@ -85,16 +85,16 @@ struct sc_sock_fprog {
         struct sc_sock_filter *filter;
 };
 
-#define BPF_LD_W_ABS 0x20      /* BPF_LD | BPF_W | BPF_ABS */
-#define BPF_JEQ_K 0x15         /* BPF_JMP | BPF_JEQ | BPF_K */
-#define BPF_RET_K 0x06         /* BPF_RET | BPF_K */
+#define BPF_LD_W_ABS 0x20 /* BPF_LD | BPF_W | BPF_ABS */
+#define BPF_JEQ_K 0x15    /* BPF_JMP | BPF_JEQ | BPF_K */
+#define BPF_RET_K 0x06    /* BPF_RET | BPF_K */
 
 #if defined(__x86_64__) && !defined(__ILP32__)
-#define SC_AUDIT_ARCH 0xc000003eU       /* AUDIT_ARCH_X86_64 */
+#define SC_AUDIT_ARCH 0xc000003eU /* AUDIT_ARCH_X86_64 */
 #elif defined(__aarch64__) && !defined(__AARCH64EB__)
-#define SC_AUDIT_ARCH 0xc00000b7U       /* AUDIT_ARCH_AARCH64 */
+#define SC_AUDIT_ARCH 0xc00000b7U /* AUDIT_ARCH_AARCH64 */
 #elif defined(__riscv) && __riscv_xlen == 64
-#define SC_AUDIT_ARCH 0xc00000f3U       /* AUDIT_ARCH_RISCV64 */
+#define SC_AUDIT_ARCH 0xc00000f3U /* AUDIT_ARCH_RISCV64 */
 #endif
 
 /* Where the kernel's headers are at hand (not under musl), they must
@@ -124,21 +124,21 @@ struct target_state {
         struct broker_target target;
         dev_t dev;
         ino_t ino;
-        int family;             /* of the bind that got it; 0: none since set_command() */
+        int family; /* of the bind that got it; 0: none since set_command() */
 };
 
 struct intercept_seccomp {
-        unsigned flags;         /* extra filter flags (WAIT_KILLABLE_RECV) */
-        int sock[2];            /* [0] prebind's end, [1] the child's */
+        unsigned flags; /* extra filter flags (WAIT_KILLABLE_RECV) */
+        int sock[2];    /* [0] prebind's end, [1] the child's */
         int epoll_fd;
-        int listener;           /* -1 between COMMANDs */
+        int listener; /* -1 between COMMANDs */
         pid_t command;
         struct target_state targets[INTERCEPT_TARGETS_MAX];
         size_t n_targets;
         struct claims_notes notes; /* binds that got nothing of prebind's, since set_command() */
         ino_t decoys[DECOYS_MAX];
         size_t n_decoys;
-        unsigned unreadable;    /* binds whose address could not be read */
+        unsigned unreadable; /* binds whose address could not be read */
 };
 
 /* The filter: bind() of this architecture goes to the listener, every
@@ -298,8 +298,9 @@ int intercept_seccomp_child(const struct intercept_seccomp *s, int sock) {
         } control;
         char byte = 0;
         struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                              .msg_controllen = sizeof control.buf };
+        struct msghdr msg = {
+                .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf
+        };
         struct cmsghdr *c;
         int fd = install_filter(s->flags), r = 0;
 
@@ -333,7 +334,9 @@ static int receive_listener(struct intercept_seccomp *s) {
                 } control;
                 char byte;
                 struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-                struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                struct msghdr msg = { .msg_iov = &iov,
+                                      .msg_iovlen = 1,
+                                      .msg_control = control.buf,
                                       .msg_controllen = sizeof control.buf };
                 struct cmsghdr *c;
                 ssize_t n = recvmsg(s->sock[0], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -479,8 +482,8 @@ static void note(struct intercept_seccomp *s, pid_t pid, const struct sockaddr *
 
 /* What the bind gets. */
 enum verdict {
-        VERDICT_CONTINUE,       /* the kernel binds as asked */
-        VERDICT_DONE,           /* answer 0: the fd is prebind's socket (or a decoy) now */
+        VERDICT_CONTINUE, /* the kernel binds as asked */
+        VERDICT_DONE,     /* answer 0: the fd is prebind's socket (or a decoy) now */
 };
 
 static bool is_ours(const struct intercept_seccomp *s, const struct stat *st) {
@@ -650,14 +653,16 @@ void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *b
         buf[0] = '\0';
         for (size_t i = 0; i < s->n_targets; i++)
                 if (!s->targets[i].family)
-                        unclaimed[n++] = (struct intercept_port) { s->targets[i].target.port,
-                                                                   s->targets[i].target.type };
+                        unclaimed[n++] =
+                                (struct intercept_port) { s->targets[i].target.port, s->targets[i].target.type };
         if (n == 0)
                 return;
         len = claims_describe(&s->notes, unclaimed, n, buf, size);
         if (s->unreadable)
-                (void) claims_append(buf, size, len, " (%u bind%s could not be inspected: a non-root prebind cannot "
-                                     "read a non-dumpable process)", s->unreadable, s->unreadable == 1 ? "" : "s");
+                (void) claims_append(buf, size, len,
+                                     " (%u bind%s could not be inspected: a non-root prebind cannot "
+                                     "read a non-dumpable process)",
+                                     s->unreadable, s->unreadable == 1 ? "" : "s");
         else if (s->notes.n == 0)
                 (void) claims_append(buf, size, len, " (it bound no IP port)");
 }

@@ -27,11 +27,13 @@ union loopback_addr {
 /* 127.0.0.1:port or [::1]:port. */
 static socklen_t loopback_address(int family, uint16_t port, union loopback_addr *ret) {
         if (family == AF_INET) {
-                ret->in = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons(port),
+                ret->in = (struct sockaddr_in) { .sin_family = AF_INET,
+                                                 .sin_port = htons(port),
                                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
                 return sizeof ret->in;
         }
-        ret->in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(port),
+        ret->in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6,
+                                           .sin6_port = htons(port),
                                            .sin6_addr = IN6ADDR_LOOPBACK_INIT };
         return sizeof ret->in6;
 }
@@ -61,7 +63,7 @@ int forward_finished(const struct forward_flow flows[2]) {
 
 enum conn_state {
         CONN_CONNECTING,
-        CONN_WAITING,           /* nothing listens inside (yet, or again): try later */
+        CONN_WAITING, /* nothing listens inside (yet, or again): try later */
         CONN_OPEN,
 };
 
@@ -69,13 +71,13 @@ struct conn {
         struct forwarder *f;
         struct conn *prev, *next;
         enum conn_state state;
-        int fd[2];                      /* [0] the client, outside; [1] the server, inside */
-        int pipe[2][2];                 /* [d]: from fd[d] to fd[1-d]; [0] read end, [1] write end */
+        int fd[2];      /* [0] the client, outside; [1] the server, inside */
+        int pipe[2][2]; /* [d]: from fd[d] to fd[1-d]; [0] read end, [1] write end */
         struct forward_flow flow[2];
-        uint32_t watched[2];            /* events in the loop for fd[x]; 0: not in the loop */
-        int attempt;                    /* connections tried so far (one per family) */
-        int family_index;               /* of the one being tried */
-        uint64_t waiting_since;         /* CONN_WAITING: when it began, CLOCK_MONOTONIC usec */
+        uint32_t watched[2];    /* events in the loop for fd[x]; 0: not in the loop */
+        int attempt;            /* connections tried so far (one per family) */
+        int family_index;       /* of the one being tried */
+        uint64_t waiting_since; /* CONN_WAITING: when it began, CLOCK_MONOTONIC usec */
 };
 
 struct forwarder {
@@ -83,11 +85,11 @@ struct forwarder {
         struct forward_params p;
         struct conn *conns;
         size_t n_conns;
-        bool wanted;                    /* forwarder_start() was called, and not _stop() */
-        bool listening;                 /* listen_fd is in the loop */
-        int retry_timer_fd;             /* after EMFILE & co: accept again later */
-        int preferred;                  /* index into families[] */
-        int wait_timer_fd;              /* connections wait for the server; -1 */
+        bool wanted;        /* forwarder_start() was called, and not _stop() */
+        bool listening;     /* listen_fd is in the loop */
+        int retry_timer_fd; /* after EMFILE & co: accept again later */
+        int preferred;      /* index into families[] */
+        int wait_timer_fd;  /* connections wait for the server; -1 */
         uint64_t wait_delay_usec;
         size_t n_waiting;
         struct forward_stats stats;
@@ -95,7 +97,6 @@ struct forwarder {
 
 #define WAIT_DELAY_FIRST_USEC (10 * 1000)
 #define WAIT_DELAY_MAX_USEC (100 * 1000)
-
 
 static void update_listening(struct forwarder *f);
 
@@ -275,7 +276,7 @@ static int conn_open(struct conn *c) {
         size_t size = c->f->p.pipe_size;
 
         c->state = CONN_OPEN;
-        c->f->wait_delay_usec = WAIT_DELAY_FIRST_USEC;  /* the server listens: waiting starts over */
+        c->f->wait_delay_usec = WAIT_DELAY_FIRST_USEC; /* the server listens: waiting starts over */
         for (int d = 0; d < 2; d++) {
                 int sz;
 
@@ -310,9 +311,10 @@ static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *us
                         continue;
                 f->n_waiting--;
                 if (f->p.wait_usec && now - c->waiting_since >= f->p.wait_usec) {
-                        log_ratelimited(&resets, LOG_LEVEL_DEBUG,
-                                        "forwarding: nothing listened on port %u inside for %.1fs; resetting the client",
-                                        (unsigned) f->p.port, (double) f->p.wait_usec / 1e6);
+                        log_ratelimited(
+                                &resets, LOG_LEVEL_DEBUG,
+                                "forwarding: nothing listened on port %u inside for %.1fs; resetting the client",
+                                (unsigned) f->p.port, (double) f->p.wait_usec / 1e6);
                         f->stats.refused++;
                         reset_fd(c->fd[0]);
                         c->state = CONN_CONNECTING;
@@ -327,7 +329,8 @@ static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *us
          * not until this round's tries end: a refusal may come after the
          * round (connect() in progress), and must not start over at the
          * first delay. */
-        f->wait_delay_usec = f->wait_delay_usec * 2 > WAIT_DELAY_MAX_USEC ? WAIT_DELAY_MAX_USEC : f->wait_delay_usec * 2;
+        f->wait_delay_usec =
+                f->wait_delay_usec * 2 > WAIT_DELAY_MAX_USEC ? WAIT_DELAY_MAX_USEC : f->wait_delay_usec * 2;
         if (f->n_waiting == 0) {
                 loop_timer_disarm(l, &f->wait_timer_fd);
                 return 0;
@@ -365,7 +368,7 @@ static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata
                         return 0;
                 err = sock_error(fd);
                 if (err == 0 && getpeername(fd, (struct sockaddr *) &peer, &len) < 0)
-                        return 0;       /* still connecting: a spurious call */
+                        return 0; /* still connecting: a spurious call */
                 if (err == ECONNREFUSED || err == EADDRNOTAVAIL || err == ENETUNREACH) {
                         conn_connect_next(c);
                         return 0;
@@ -419,7 +422,7 @@ static void conn_connect_next(struct conn *c) {
                 if (r < 0) {
                         c->fd[1] = -1;
                         if (r == -EAFNOSUPPORT)
-                                continue;       /* no IPv6 in the kernel */
+                                continue; /* no IPv6 in the kernel */
                         log_ratelimited(&resets, LOG_LEVEL_DEBUG, "forwarding: cannot make a socket inside: %s",
                                         strerror(-r));
                         break;
@@ -443,8 +446,8 @@ static void conn_connect_next(struct conn *c) {
                 conn_wait(c);
                 return;
         }
-        log_ratelimited(&resets, LOG_LEVEL_DEBUG, "forwarding: nothing listens on port %u inside; resetting the client",
-                        (unsigned) f->p.port);
+        log_ratelimited(&resets, LOG_LEVEL_DEBUG,
+                        "forwarding: nothing listens on port %u inside; resetting the client", (unsigned) f->p.port);
         f->stats.refused++;
         reset_fd(c->fd[0]);
         conn_free(c);
@@ -503,10 +506,11 @@ static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userda
                                 loop_remove(l, fd);
                                 f->listening = false;
                                 if (f->n_conns == 0)
-                                        (void) loop_timer_arm(l, &f->retry_timer_fd, ACCEPT_BACK_OFF_USEC, retry_handler, f);
+                                        (void) loop_timer_arm(l, &f->retry_timer_fd, ACCEPT_BACK_OFF_USEC,
+                                                              retry_handler, f);
                                 return 0;
                         }
-                        continue;       /* ECONNABORTED, the network errors of accept(2), and the rest */
+                        continue; /* ECONNABORTED, the network errors of accept(2), and the rest */
                 }
                 (void) conn_new(f, client);
         }
@@ -541,7 +545,10 @@ int forwarder_new(struct loop *l, const struct forward_params *params, struct fo
         f = calloc(1, sizeof *f);
         if (!f)
                 return -ENOMEM;
-        *f = (struct forwarder) { .loop = l, .p = *params, .retry_timer_fd = -1, .wait_timer_fd = -1,
+        *f = (struct forwarder) { .loop = l,
+                                  .p = *params,
+                                  .retry_timer_fd = -1,
+                                  .wait_timer_fd = -1,
                                   .wait_delay_usec = WAIT_DELAY_FIRST_USEC };
         *ret = f;
         return 0;
@@ -568,7 +575,8 @@ void forwarder_free(struct forwarder *f) {
 int forwarder_start(struct forwarder *f) {
         f->wanted = true;
         update_listening(f);
-        return f->listening || !f->wanted || f->n_conns >= f->p.max_connections || f->retry_timer_fd >= 0 ? 0 : -ENOMEM;
+        return f->listening || !f->wanted || f->n_conns >= f->p.max_connections || f->retry_timer_fd >= 0 ? 0
+                                                                                                          : -ENOMEM;
 }
 
 void forwarder_stop(struct forwarder *f) {
@@ -596,9 +604,9 @@ struct port_probe {
         void *userdata;
         port_probe_done_fn done;
         void *done_userdata;
-        int fd;                 /* a connection being tried; -1 */
+        int fd; /* a connection being tried; -1 */
         int family_index;
-        int timer_fd;           /* between rounds; -1 */
+        int timer_fd; /* between rounds; -1 */
         uint64_t delay_usec;
 };
 
@@ -698,8 +706,14 @@ int port_probe_start(struct loop *l, uint16_t port, forward_socket_fn make_socke
         if (!p)
                 return -ENOMEM;
         *p = (struct port_probe) {
-                .loop = l, .port = port, .make_socket = make_socket, .userdata = userdata,
-                .done = done, .done_userdata = done_userdata, .fd = -1, .timer_fd = -1,
+                .loop = l,
+                .port = port,
+                .make_socket = make_socket,
+                .userdata = userdata,
+                .done = done,
+                .done_userdata = done_userdata,
+                .fd = -1,
+                .timer_fd = -1,
                 .delay_usec = PROBE_DELAY_FIRST_USEC,
         };
         /* The first attempt at once, but from the loop: done() may free

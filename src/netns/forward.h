@@ -19,10 +19,10 @@
 typedef int (*forward_socket_fn)(void *userdata, int family, int type, int *ret_fd);
 
 struct forward_params {
-        int listen_fd;                  /* listening stream socket; not owned, made non-blocking */
-        uint16_t port;                  /* the server's port, on loopback */
-        unsigned max_connections;       /* at most this many at once; then stop accepting */
-        size_t pipe_size;               /* bytes per direction; 0: the kernel's default */
+        int listen_fd;            /* listening stream socket; not owned, made non-blocking */
+        uint16_t port;            /* the server's port, on loopback */
+        unsigned max_connections; /* at most this many at once; then stop accepting */
+        size_t pipe_size;         /* bytes per direction; 0: the kernel's default */
         /* A connection refused inside (COMMAND not listening yet, or
          * restarting) waits and is tried again, backing off from 10 ms to
          * 100 ms, for at most this long (0: for ever), then is reset;
@@ -52,9 +52,9 @@ size_t forwarder_connections(const struct forwarder *f);
 /* Counters, for tests and -v. */
 struct forward_stats {
         uint64_t accepted;
-        uint64_t refused;               /* nobody listened inside: the client was reset */
-        uint64_t resets;                /* resets passed on */
-        uint64_t bytes[2];              /* [0] client to server, [1] server to client */
+        uint64_t refused;  /* nobody listened inside: the client was reset */
+        uint64_t resets;   /* resets passed on */
+        uint64_t bytes[2]; /* [0] client to server, [1] server to client */
 };
 void forwarder_get_stats(const struct forwarder *f, struct forward_stats *ret);
 
@@ -73,11 +73,11 @@ void port_probe_free(struct port_probe *p);
 /* The pure part of the per-connection state machine, exposed for the unit
  * tests: what the loop must watch on each side of a connection. */
 struct forward_flow {
-        size_t pending;         /* bytes in the pipe, read but not yet written on */
-        size_t capacity;        /* the pipe's size */
-        int read_eof;           /* the reading side said EOF */
-        int pipe_full;          /* the pipe took no more although pending < capacity */
-        int shut;               /* EOF passed on: the writing side is shut down */
+        size_t pending;  /* bytes in the pipe, read but not yet written on */
+        size_t capacity; /* the pipe's size */
+        int read_eof;    /* the reading side said EOF */
+        int pipe_full;   /* the pipe took no more although pending < capacity */
+        int shut;        /* EOF passed on: the writing side is shut down */
 };
 /* Events (EPOLLIN, EPOLLOUT) to watch on side x (0 client, 1 server):
  * flows[d] moves bytes from side d to side 1-d. */

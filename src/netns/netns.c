@@ -21,8 +21,8 @@
 
 /* What the keeper says once it is set up, and what it answers per socket. */
 struct keeper_report {
-        int32_t err;            /* positive errno, 0 */
-        int32_t step;           /* enum netns_step */
+        int32_t err;  /* positive errno, 0 */
+        int32_t step; /* enum netns_step */
 };
 
 struct keeper_request {
@@ -324,7 +324,7 @@ const char *netns_explain(enum netns_step step, int err, bool privileged, const 
                                            "filter)"
                                          : "not permitted here (a seccomp filter or a security module)";
         }
-        snprintf(buf, size, "cannot create a network namespace (--netns): %s: %s%s%s", step_name(step),
-                 strerror(err), why ? ": " : "", why ? why : "");
+        snprintf(buf, size, "cannot create a network namespace (--netns): %s: %s%s%s", step_name(step), strerror(err),
+                 why ? ": " : "", why ? why : "");
         return buf;
 }

@@ -19,23 +19,24 @@
  * netns_enter() between fork and exec. The keeper exits when prebind
  * closes its end (netns_close()) or dies (PR_SET_PDEATHSIG). */
 struct netns {
-        pid_t pid;              /* the keeper; 0: none */
-        int pidfd;              /* the keeper's pidfd, to reap it safely; -1 */
-        int control_fd;         /* SOCK_SEQPACKET to the keeper; -1 */
-        int net_fd;             /* the namespace, for setns(); -1 */
-        int user_fd;            /* its user namespace when unprivileged; -1 as root */
+        pid_t pid;      /* the keeper; 0: none */
+        int pidfd;      /* the keeper's pidfd, to reap it safely; -1 */
+        int control_fd; /* SOCK_SEQPACKET to the keeper; -1 */
+        int net_fd;     /* the namespace, for setns(); -1 */
+        int user_fd;    /* its user namespace when unprivileged; -1 as root */
 };
 
-#define NETNS_INIT { .pid = 0, .pidfd = -1, .control_fd = -1, .net_fd = -1, .user_fd = -1 }
+#define NETNS_INIT                                                                                                    \
+        { .pid = 0, .pidfd = -1, .control_fd = -1, .net_fd = -1, .user_fd = -1 }
 
 /* Where creating the namespace failed, for the message. */
 enum netns_step {
         NETNS_STEP_NONE = 0,
-        NETNS_STEP_UNSHARE_NET,         /* unshare(CLONE_NEWNET), as root */
-        NETNS_STEP_UNSHARE_USER,        /* unshare(CLONE_NEWUSER | CLONE_NEWNET) */
-        NETNS_STEP_ID_MAP,              /* writing uid_map, setgroups, gid_map */
-        NETNS_STEP_LOOPBACK,            /* bringing lo up */
-        NETNS_STEP_REPORT,              /* the keeper died or said nothing */
+        NETNS_STEP_UNSHARE_NET,  /* unshare(CLONE_NEWNET), as root */
+        NETNS_STEP_UNSHARE_USER, /* unshare(CLONE_NEWUSER | CLONE_NEWNET) */
+        NETNS_STEP_ID_MAP,       /* writing uid_map, setgroups, gid_map */
+        NETNS_STEP_LOOPBACK,     /* bringing lo up */
+        NETNS_STEP_REPORT,       /* the keeper died or said nothing */
 };
 
 /* Start a keeper. Returns 0, or -errno with *ret_step saying where it

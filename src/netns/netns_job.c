@@ -13,17 +13,17 @@
 
 struct intercepted {
         struct netns_job *job;
-        size_t socket;                  /* index into the sockets */
+        size_t socket; /* index into the sockets */
         uint16_t port;
         struct forwarder *forwarder;
-        struct port_probe *probe;       /* while the port does not accept */
+        struct port_probe *probe; /* while the port does not accept */
         bool ready;
 };
 
 struct netns_job {
         const struct config *config;
         const struct bound_socket *sockets;
-        struct loop *loop;              /* while attached */
+        struct loop *loop; /* while attached */
         netns_job_ready_fn ready;
         void *userdata;
         struct netns netns;
@@ -235,4 +235,3 @@ size_t netns_job_waiting(const struct netns_job *j, unsigned *ret_port) {
                 }
         return j ? j->n_waiting : 0;
 }
-

@@ -39,7 +39,7 @@ struct line_regex {
  * string. Sizes saturate at NFA_CLAMP, far above every bound. */
 struct nfa {
         unsigned long long positions, first, last, transitions;
-        unsigned long long nodes;       /* of the syntax tree, assertions and empty parts too */
+        unsigned long long nodes; /* of the syntax tree, assertions and empty parts too */
         bool nullable;
 };
 
@@ -184,7 +184,10 @@ static int scan_bracket(struct scanner *s, struct nfa *ret) {
 }
 
 static int hex_digit(char c) {
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        return c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                      : -1;
 }
 
 /* An escape, s->p at its '\'. */
@@ -197,7 +200,7 @@ static int scan_escape(struct scanner *s, struct nfa *ret) {
                 return refuse(s, "back-references (\\1 to \\9) are not supported");
         s->p += 2;
         if (strchr("wWsSdD", c))
-                *ret = nfa_one(CLASS_RANGES + 2);       /* [[:alnum:]_] and their complements */
+                *ret = nfa_one(CLASS_RANGES + 2); /* [[:alnum:]_] and their complements */
         else if (strchr("bB<>", c))
                 *ret = NFA_ASSERTION;
         else if (((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '0') && !strchr("tnrfaex", c))
@@ -210,7 +213,7 @@ static int scan_escape(struct scanner *s, struct nfa *ret) {
                                 return refuse(s, "'\\x' takes two hexadecimal digits");
                         s->p += 2;
                 }
-                *ret = nfa_one(1);      /* one character: \t, \xHH, an escaped '.' */
+                *ret = nfa_one(1); /* one character: \t, \xHH, an escaped '.' */
         }
         return 0;
 }
@@ -338,7 +341,7 @@ static int scan_alternatives(struct scanner *s, struct nfa *ret) {
                         branch = nfa_concat(branch, piece);
                 }
                 if (branch.nodes == 0)
-                        branch = NFA_ASSERTION;         /* an empty branch */
+                        branch = NFA_ASSERTION; /* an empty branch */
                 all = first ? branch : nfa_union(all, branch);
                 if (*s->p != '|')
                         break;
@@ -386,7 +389,8 @@ int line_regex_compile(const char *pattern, struct line_regex **ret, char *error
                 return r == REG_ESPACE ? -ENOMEM : -EINVAL;
         }
         re->cost = c.cost ?: 1;
-        re->prefix = LINE_MATCH_WORK / re->cost < LINE_MATCH_MAX ? (size_t) (LINE_MATCH_WORK / re->cost) : LINE_MATCH_MAX;
+        re->prefix =
+                LINE_MATCH_WORK / re->cost < LINE_MATCH_MAX ? (size_t) (LINE_MATCH_WORK / re->cost) : LINE_MATCH_MAX;
         *ret = re;
         return 0;
 }

@@ -49,15 +49,15 @@
 
 struct line_tail {
         char lines[LINE_TAIL_LINES][LINE_TAIL_WIDTH + 1];
-        size_t next;            /* where the next line goes */
-        size_t count;           /* lines held, at most LINE_TAIL_LINES */
+        size_t next;  /* where the next line goes */
+        size_t count; /* lines held, at most LINE_TAIL_LINES */
 };
 
 /* The size and cost of a pattern (see above), as line_regex_scan()
  * finds them. */
 struct line_regex_cost {
-        unsigned long long size;        /* parts, counted repeats written out */
-        unsigned long long cost;        /* work per byte matched */
+        unsigned long long size; /* parts, counted repeats written out */
+        unsigned long long cost; /* work per byte matched */
 };
 
 struct line_regex;
@@ -84,12 +84,12 @@ unsigned long long line_regex_cost_of(const struct line_regex *re);
  * a shared tail (stdout and stderr each have a matcher; lines do not mix
  * across streams). */
 struct line_matcher {
-        const struct line_regex *re;    /* NULL: keep the tail only */
-        struct line_tail *tail;         /* NULL: no tail */
-        char *line;             /* LINE_MATCH_MAX + 1 bytes (a NUL after the line) */
-        size_t len;             /* bytes of the current line held */
-        size_t limit;           /* …at most: line_regex_prefix() */
-        bool matched;           /* a line has matched since the last reset */
+        const struct line_regex *re; /* NULL: keep the tail only */
+        struct line_tail *tail;      /* NULL: no tail */
+        char *line;                  /* LINE_MATCH_MAX + 1 bytes (a NUL after the line) */
+        size_t len;                  /* bytes of the current line held */
+        size_t limit;                /* …at most: line_regex_prefix() */
+        bool matched;                /* a line has matched since the last reset */
         char matched_line[LINE_TAIL_WIDTH + 1];
 };
 

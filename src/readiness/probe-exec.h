@@ -20,15 +20,15 @@
 #define EXEC_OUTPUT_MAX 1024
 
 struct exec_probe {
-        const char *command;    /* templates expanded */
+        const char *command; /* templates expanded */
         char *const *envp;
-        pid_t pid;              /* 0 between attempts */
-        int done_fd;            /* readable when the attempt is over: its status, or EOF */
-        int output_fd;          /* its stdout and stderr */
-        char output[EXEC_OUTPUT_MAX];   /* the end of this attempt's output */
+        pid_t pid;                    /* 0 between attempts */
+        int done_fd;                  /* readable when the attempt is over: its status, or EOF */
+        int output_fd;                /* its stdout and stderr */
+        char output[EXEC_OUTPUT_MAX]; /* the end of this attempt's output */
         size_t output_len;
         /* The last attempt that is over: */
-        int status;             /* exit status, 128+N for signal N; -1: none yet */
+        int status; /* exit status, 128+N for signal N; -1: none yet */
         bool timed_out;
         char last_output[EXEC_OUTPUT_MAX + 1];
 };

@@ -35,7 +35,7 @@ static size_t header_end(const char *buf, size_t len) {
  * is needed: through the code and the byte after it. */
 static int status_line(const char *buf, size_t len, int *ret_status) {
         static const char prefix[] = "HTTP/1.";
-        const size_t need = sizeof prefix - 1 + 1 + 1 + 3 + 1;  /* "HTTP/1." D SP DDD (SP|CR|LF) */
+        const size_t need = sizeof prefix - 1 + 1 + 1 + 3 + 1; /* "HTTP/1." D SP DDD (SP|CR|LF) */
         size_t n = len < need ? len : need;
 
         /* Whatever has arrived must be a prefix of a status line. */
@@ -155,8 +155,8 @@ bool http_probe_queued(const struct http_probe *p) {
         struct tcp_info info;
         socklen_t len = sizeof info;
 
-        if (p->fd < 0 || p->listen_fd < 0 ||
-            getsockopt(p->listen_fd, IPPROTO_TCP, TCP_INFO, &info, &len) < 0 || info.tcpi_state != TCP_LISTEN)
+        if (p->fd < 0 || p->listen_fd < 0 || getsockopt(p->listen_fd, IPPROTO_TCP, TCP_INFO, &info, &len) < 0 ||
+            info.tcpi_state != TCP_LISTEN)
                 return false;
         return info.tcpi_unacked > 0;
 }

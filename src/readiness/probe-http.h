@@ -33,19 +33,19 @@ int http_request_format(const struct bound_socket *s, const char *path, char **r
 #define HTTP_RESPONSE_MAX 4096
 
 struct http_probe {
-        union sockaddr_any addr;        /* where to connect: loopback for a wildcard */
+        union sockaddr_any addr; /* where to connect: loopback for a wildcard */
         socklen_t addr_len;
         char *request;
         size_t request_len;
-        int fd;                 /* -1 between attempts */
+        int fd; /* -1 between attempts */
         bool connected;
         size_t sent;
         char response[HTTP_RESPONSE_MAX];
         size_t received;
-        int status;             /* the last attempt's status, 0 if none */
-        int error;              /* the last attempt's errno, 0 if none */
-        bool garbage;           /* the last answer was not HTTP */
-        int listen_fd;          /* prebind's listening socket, to see its queue */
+        int status;    /* the last attempt's status, 0 if none */
+        int error;     /* the last attempt's errno, 0 if none */
+        bool garbage;  /* the last answer was not HTTP */
+        int listen_fd; /* prebind's listening socket, to see its queue */
 };
 
 /* The first TCP socket of sockets, or NULL. */

@@ -24,8 +24,8 @@ struct attempts {
         bool running;
         uint64_t started;
         unsigned count;
-        uint64_t bound;         /* how long the next attempt may take */
-        uint64_t last_bound;    /* …and the last one that ran out of time */
+        uint64_t bound;      /* how long the next attempt may take */
+        uint64_t last_bound; /* …and the last one that ran out of time */
 };
 
 /* --ready-log: one COMMAND's stdout and stderr. Under --reload=overlap
@@ -35,7 +35,7 @@ struct attempts {
  * until they exit), beyond which the newest are shared. */
 #define OUTPUTS_MAX 8
 struct output {
-        pid_t pid;              /* the COMMAND writing to it; 0: none yet, or gone */
+        pid_t pid; /* the COMMAND writing to it; 0: none yet, or gone */
         struct relay out, err;
 };
 
@@ -44,7 +44,7 @@ struct probes {
         struct loop *loop;
         probe_met_callback on_met;
         void *userdata;
-        bool waiting;           /* between probes_start() and probes_stop() */
+        bool waiting; /* between probes_start() and probes_stop() */
 
         /* --ready-log */
         bool log;
@@ -68,12 +68,12 @@ struct probes {
         bool http;
         bool http_met;
         struct http_probe hp;
-        struct http_probe_result {      /* the last attempt that is over */
+        struct http_probe_result { /* the last attempt that is over */
                 int status, error;
                 bool garbage, over;
         } http_last;
         struct attempts http_attempts;
-        int http_fd;            /* hp.fd as watched on the loop, or -1 */
+        int http_fd; /* hp.fd as watched on the loop, or -1 */
 };
 
 uint64_t probe_attempt_timeout(uint64_t interval_usec) {
@@ -375,13 +375,13 @@ static int setup_log(struct probes *p, const char *pattern) {
 
         r = line_regex_compile(pattern, &p->re, error, sizeof error);
         if (r < 0)
-                return r == -EINVAL ? (log_error("--ready-log: '%s': %s (see --help)", log_shorten(pattern, quoted),
-                                                 error),
-                                       -EINVAL)
-                                    : log_error_errno(r, "out of memory");
+                return r == -EINVAL
+                               ? (log_error("--ready-log: '%s': %s (see --help)", log_shorten(pattern, quoted), error),
+                                  -EINVAL)
+                               : log_error_errno(r, "out of memory");
         p->log = true;
-        log_debug("--ready-log: cost %llu per byte; lines matched on their first %zu bytes",
-                  line_regex_cost_of(p->re), line_regex_prefix(p->re));
+        log_debug("--ready-log: cost %llu per byte; lines matched on their first %zu bytes", line_regex_cost_of(p->re),
+                  line_regex_prefix(p->re));
         if (line_matcher_init(&p->out_lines, p->re, &p->tail) < 0 ||
             line_matcher_init(&p->err_lines, p->re, &p->tail) < 0)
                 return log_oom();
@@ -405,7 +405,7 @@ static int setup_exec(struct probes *p, const struct bound_socket *sockets, size
                 return log_oom();
         if (r < 0) {
                 log_error("--ready-exec: '%s': %s at '%s'", log_shorten(command, quoted),
-                          r == -ENOENT ? "no socket of that name or index"
+                          r == -ENOENT  ? "no socket of that name or index"
                           : r == -EBADR ? "unknown field (port, host, addr, url, fd, name)"
                                         : "bad template (write {{ and }} for braces)",
                           command + offset);
@@ -642,7 +642,8 @@ size_t probes_describe_unmet(const struct probes *p, unsigned which, const char 
                 return 0;
 #define APPEND(...) (len += (size_t) snprintf(len < size ? buf + len : buf, len < size ? size - len : 0, __VA_ARGS__))
         if ((which & PROBE_LOG) && !p->log_met)
-                APPEND("%swrote no line that matches --ready-log '%s'", sep, log_shorten(p->config->ready_log, quoted));
+                APPEND("%swrote no line that matches --ready-log '%s'", sep,
+                       log_shorten(p->config->ready_log, quoted));
         if ((which & PROBE_EXEC) && !p->exec_met) {
                 APPEND("%sdid not pass --ready-exec '%s' (", sep, log_shorten(p->exec_command, quoted));
                 if (p->ep.status < 0)

@@ -19,19 +19,19 @@
 
 struct readiness {
         const struct config *config;
-        unsigned conditions;            /* enum ready_condition bits the config asks for */
-        unsigned pending;               /* …of which these do not hold yet */
-        pid_t child;                    /* COMMAND; 0 between COMMANDs */
-        pid_t also;                     /* --reload=overlap: the serving one, heard but not counted; 0 */
-        struct notify_socket notify;    /* --ready: COMMAND's NOTIFY_SOCKET */
-        char *notify_entry;             /* "NOTIFY_SOCKET=…" */
-        int timer_fd;                   /* the timeout; -1 when not waiting */
-        struct broker *broker;          /* --intercept via preload */
+        unsigned conditions;               /* enum ready_condition bits the config asks for */
+        unsigned pending;                  /* …of which these do not hold yet */
+        pid_t child;                       /* COMMAND; 0 between COMMANDs */
+        pid_t also;                        /* --reload=overlap: the serving one, heard but not counted; 0 */
+        struct notify_socket notify;       /* --ready: COMMAND's NOTIFY_SOCKET */
+        char *notify_entry;                /* "NOTIFY_SOCKET=…" */
+        int timer_fd;                      /* the timeout; -1 when not waiting */
+        struct broker *broker;             /* --intercept via preload */
         struct intercept_seccomp *seccomp; /* --intercept via seccomp */
         struct loop *loop;
         readiness_callback callback;
         void *userdata;
-        struct probes *probes;          /* --ready-log, --ready-exec, --ready-http */
+        struct probes *probes; /* --ready-log, --ready-exec, --ready-http */
 };
 
 /* probes.c's conditions, as ours. */
@@ -202,8 +202,9 @@ static void hear_one(struct readiness *r, const struct peer *from, const struct 
         bool counts = peer_descends_from(from, r->child);
 
         if (!counts && !(r->also > 0 && peer_descends_from(from, r->also))) {
-                log_ratelimited(&ignored, LOG_LEVEL_INFO, "ignoring a notification from pid %d, which is not '%s' (pid %d)",
-                                (int) sender, command_name(r), (int) r->child);
+                log_ratelimited(&ignored, LOG_LEVEL_INFO,
+                                "ignoring a notification from pid %d, which is not '%s' (pid %d)", (int) sender,
+                                command_name(r), (int) r->child);
                 return;
         }
         if (m->status)
@@ -379,7 +380,7 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 const char *text;
         } phrases[] = {
                 { READY_NOTIFY, "did not send READY=1" },
-                { READY_CLAIMED, NULL },        /* the broker says what is missing */
+                { READY_CLAIMED, NULL }, /* the broker says what is missing */
                 { READY_PORTS, "did not accept a connection on its --intercept port inside its namespace" },
         };
         char claims[512];

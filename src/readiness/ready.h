@@ -15,16 +15,16 @@
  * readiness check is one more condition bit here, with its sources added
  * to the loop in readiness_start() and removed in readiness_stop(). */
 enum ready_condition {
-        READY_NOTIFY = 1u << 0,         /* --ready: READY=1 from COMMAND or a descendant */
-        READY_CLAIMED = 1u << 1,        /* --intercept: every intercepted socket claimed */
-        READY_LOG = 1u << 2,            /* --ready-log: a line of its output matches (probes.c) */
-        READY_EXEC = 1u << 3,           /* --ready-exec: a probe command exits 0 */
-        READY_HTTP = 1u << 4,           /* --ready-http: GET answers 2xx/3xx */
-        READY_PORTS = 1u << 5,          /* --netns --intercept: every port accepts inside */
+        READY_NOTIFY = 1u << 0,  /* --ready: READY=1 from COMMAND or a descendant */
+        READY_CLAIMED = 1u << 1, /* --intercept: every intercepted socket claimed */
+        READY_LOG = 1u << 2,     /* --ready-log: a line of its output matches (probes.c) */
+        READY_EXEC = 1u << 3,    /* --ready-exec: a probe command exits 0 */
+        READY_HTTP = 1u << 4,    /* --ready-http: GET answers 2xx/3xx */
+        READY_PORTS = 1u << 5,   /* --netns --intercept: every port accepts inside */
 };
 
 enum readiness_event {
-        READINESS_MET,                  /* every condition holds */
+        READINESS_MET, /* every condition holds */
         READINESS_TIMED_OUT,
 };
 

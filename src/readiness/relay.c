@@ -36,8 +36,9 @@ static void open_output(struct relay *r) {
 int relay_open(struct relay *r, int target_fd, struct line_matcher *lines) {
         int fds[2];
 
-        *r = (struct relay) { .target_fd = target_fd, .in_fd = -1, .child_fd = -1, .out_fd = -1, .nap_fd = -1,
-                              .lines = lines };
+        *r = (struct relay) {
+                .target_fd = target_fd, .in_fd = -1, .child_fd = -1, .out_fd = -1, .nap_fd = -1, .lines = lines
+        };
         r->buffer = malloc(RELAY_BUFFER);
         if (!r->buffer)
                 return -ENOMEM;
@@ -203,8 +204,7 @@ static int nap(struct relay *r) {
         int k;
 
         loop_remove(r->loop, r->in_fd);
-        if (timer_start(&r->nap_fd, RELAY_NAP_USEC) == 0 &&
-            loop_add(r->loop, r->nap_fd, EPOLLIN, nap_handler, r) == 0)
+        if (timer_start(&r->nap_fd, RELAY_NAP_USEC) == 0 && loop_add(r->loop, r->nap_fd, EPOLLIN, nap_handler, r) == 0)
                 return 0;
         timer_stop(&r->nap_fd);
         k = loop_add(r->loop, r->in_fd, EPOLLIN, relay_handler, r);
@@ -217,8 +217,8 @@ static int relay_handler(struct loop *l, int fd, uint32_t revents, void *userdat
 
         if (fd == r->out_fd && r->out_full)
                 r->out_full = false;
-        if (fd == r->in_fd && !r->watching_out && r->can_splice && !r->out_gone &&
-            !(r->lines && r->lines_wanted) && r->start == r->end) {
+        if (fd == r->in_fd && !r->watching_out && r->can_splice && !r->out_gone && !(r->lines && r->lines_wanted) &&
+            r->start == r->end) {
                 uint64_t before = r->relayed;
                 ssize_t k;
 

@@ -36,27 +36,27 @@
 #define RELAY_WAKE_MAX (4 * 1024 * 1024)
 
 struct relay {
-        int target_fd;          /* prebind's fd: 1 or 2 */
-        int in_fd;              /* the read end of COMMAND's pipe */
-        int child_fd;           /* the write end, for COMMAND's fd 1 or 2 */
-        int out_fd;             /* where bytes go: target_fd or a non-blocking reopen of it */
-        bool out_owned;         /* out_fd was opened here */
-        bool out_socket;        /* send(MSG_DONTWAIT) */
-        bool out_gone;          /* EPIPE: drop from now on */
+        int target_fd;   /* prebind's fd: 1 or 2 */
+        int in_fd;       /* the read end of COMMAND's pipe */
+        int child_fd;    /* the write end, for COMMAND's fd 1 or 2 */
+        int out_fd;      /* where bytes go: target_fd or a non-blocking reopen of it */
+        bool out_owned;  /* out_fd was opened here */
+        bool out_socket; /* send(MSG_DONTWAIT) */
+        bool out_gone;   /* EPIPE: drop from now on */
         bool in_eof;
-        bool can_splice;        /* out_fd takes splice(2): a pipe or a regular file */
-        bool out_full;          /* splice said EAGAIN with bytes waiting: wait for out_fd */
-        struct loop *loop;      /* while attached */
-        bool watching_out;      /* out_fd is on the loop for EPOLLOUT */
-        int nap_fd;             /* a timer while the relay naps (in_fd is off the loop); -1 */
-        struct line_matcher *lines;     /* NULL: bytes only */
-        bool lines_wanted;      /* feed lines (while readiness waits) */
-        void (*on_lines)(void *userdata);       /* after lines were fed */
+        bool can_splice;                  /* out_fd takes splice(2): a pipe or a regular file */
+        bool out_full;                    /* splice said EAGAIN with bytes waiting: wait for out_fd */
+        struct loop *loop;                /* while attached */
+        bool watching_out;                /* out_fd is on the loop for EPOLLOUT */
+        int nap_fd;                       /* a timer while the relay naps (in_fd is off the loop); -1 */
+        struct line_matcher *lines;       /* NULL: bytes only */
+        bool lines_wanted;                /* feed lines (while readiness waits) */
+        void (*on_lines)(void *userdata); /* after lines were fed */
         void *userdata;
-        char *buffer;           /* RELAY_BUFFER bytes */
-        size_t start, end;      /* bytes read, not yet written */
-        uint64_t relayed;       /* bytes written (or dropped) so far */
-        uint64_t dropped;       /* bytes dropped: the output was gone */
+        char *buffer;      /* RELAY_BUFFER bytes */
+        size_t start, end; /* bytes read, not yet written */
+        uint64_t relayed;  /* bytes written (or dropped) so far */
+        uint64_t dropped;  /* bytes dropped: the output was gone */
 };
 
 /* Create the pipe for target_fd (1 or 2); lines (may be NULL) sees every

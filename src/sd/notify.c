@@ -100,7 +100,8 @@ int notify_socket_open(struct notify_socket *ret) {
         memcpy(sa.sun_path, s.address, len);
         sa.sun_path[0] = '\0';
         r = pass_credentials(s.fd);
-        if (r == 0 && bind(s.fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+        if (r == 0 &&
+            bind(s.fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
                 r = -errno;
         if (r < 0) {
                 close(s.fd);
@@ -182,7 +183,8 @@ int notify_socket_move(struct notify_socket *s, int fd) {
                 r = -errno;
         if (r == 0)
                 r = pass_credentials(fd);
-        if (r == 0 && bind(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+        if (r == 0 &&
+            bind(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
                 r = -errno;
         if (r < 0) {
                 close(fd);

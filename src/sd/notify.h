@@ -11,13 +11,13 @@
 /* What one sd_notify(3) datagram says, as far as prebind cares. Unknown
  * keys are ignored, as systemd does. */
 struct notify_message {
-        bool ready;             /* READY=1 */
-        bool reloading;         /* RELOADING=1 */
-        bool stopping;          /* STOPPING=1 */
-        const char *status;     /* STATUS=…, points into the buffer */
+        bool ready;         /* READY=1 */
+        bool reloading;     /* RELOADING=1 */
+        bool stopping;      /* STOPPING=1 */
+        const char *status; /* STATUS=…, points into the buffer */
         size_t status_len;
-        int errno_value;        /* ERRNO=…, -1 if absent or invalid */
-        uint64_t extend_usec;   /* EXTEND_TIMEOUT_USEC=…, 0 if absent */
+        int errno_value;      /* ERRNO=…, -1 if absent or invalid */
+        uint64_t extend_usec; /* EXTEND_TIMEOUT_USEC=…, 0 if absent */
 };
 
 /* The largest datagram read: longer ones are dropped whole. */
@@ -32,7 +32,7 @@ void notify_message_parse(const char *buf, size_t len, struct notify_message *re
  * is known. */
 struct notify_socket {
         int fd;
-        char address[64];       /* for NOTIFY_SOCKET=, "@prebind/…" */
+        char address[64]; /* for NOTIFY_SOCKET=, "@prebind/…" */
 };
 
 int notify_socket_open(struct notify_socket *ret);

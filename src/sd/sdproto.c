@@ -21,10 +21,10 @@
  * Returns 0, or -EINVAL when no digit was read or something follows the
  * digits; *ret is filled in either way (strtol()'s ERANGE comes first). */
 struct number {
-        unsigned long magnitude;        /* saturated at ULONG_MAX */
+        unsigned long magnitude; /* saturated at ULONG_MAX */
         bool negative;
-        bool overflow;                  /* more than an unsigned long */
-        const char *rest;               /* after systemd's blanks and prefix: its check for '-' */
+        bool overflow;    /* more than an unsigned long */
+        const char *rest; /* after systemd's blanks and prefix: its check for '-' */
 };
 
 static int digit_value(char c) {

@@ -67,7 +67,9 @@ static void put_listen(FILE *f, const struct listen_spec *spec) {
         int family = spec->addr.sa.sa_family;
 
         snprintf(value, sizeof value, "%s%s%s%s", spec->name ?: "", spec->name ? "=" : "",
-                 family == AF_UNIX ? "unix:" : spec->type == SOCK_DGRAM ? "udp:" : "",
+                 family == AF_UNIX          ? "unix:"
+                 : spec->type == SOCK_DGRAM ? "udp:"
+                                            : "",
                  sockaddr_to_string(&spec->addr, spec->addr_len, addr, sizeof addr));
         put_option(f, "--listen", value);
 }
@@ -93,7 +95,9 @@ static void put_readiness(FILE *f, const struct config *c) {
 
 static void put_restart(FILE *f, const struct config *c) {
         static const char *const modes[] = {
-                [RESTART_NO] = "no", [RESTART_ON_FAILURE] = "on-failure", [RESTART_ALWAYS] = "always",
+                [RESTART_NO] = "no",
+                [RESTART_ON_FAILURE] = "on-failure",
+                [RESTART_ALWAYS] = "always",
         };
         char limit[48];
 

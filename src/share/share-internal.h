@@ -11,17 +11,17 @@
 #include "wire.h"
 
 struct share_paths {
-        char *dir;              /* $XDG_RUNTIME_DIR/prebind or /tmp/prebind-UID, 0700 */
-        char *sock;             /* DIR/NAME.sock */
-        char *lock;             /* DIR/NAME.lock */
-        char *log;              /* DIR/NAME.log */
+        char *dir;  /* $XDG_RUNTIME_DIR/prebind or /tmp/prebind-UID, 0700 */
+        char *sock; /* DIR/NAME.sock */
+        char *lock; /* DIR/NAME.lock */
+        char *log;  /* DIR/NAME.log */
 };
 
 /* One connection to the supervisor, by what it said. */
 enum share_conn_kind {
-        SHARE_CONN_NEW,         /* nothing yet: may be a holder attaching */
-        SHARE_CONN_HOLDER,      /* said SHARE_HOLD with our description */
-        SHARE_CONN_QUERY,       /* --status or --stop: keeps nothing running */
+        SHARE_CONN_NEW,    /* nothing yet: may be a holder attaching */
+        SHARE_CONN_HOLDER, /* said SHARE_HOLD with our description */
+        SHARE_CONN_QUERY,  /* --status or --stop: keeps nothing running */
 };
 
 struct share_conn {
@@ -32,15 +32,15 @@ struct share_conn {
 struct share {
         const struct config *config;
         struct share_paths paths;
-        char *description;      /* share_describe() of config */
-        int lock_fd;            /* the supervisor's open of NAME.lock */
-        int listen_fd;          /* NAME.sock, while it leads to this supervisor */
-        dev_t sock_dev;         /* …and the file bind() made, removed only if it is still that */
+        char *description; /* share_describe() of config */
+        int lock_fd;       /* the supervisor's open of NAME.lock */
+        int listen_fd;     /* NAME.sock, while it leads to this supervisor */
+        dev_t sock_dev;    /* …and the file bind() made, removed only if it is still that */
         ino_t sock_ino;
-        int log_fd;             /* NAME.log, the supervisor's output */
+        int log_fd; /* NAME.log, the supervisor's output */
         dev_t log_dev;
         ino_t log_ino;
-        int conn_fd;            /* a holder's connection */
+        int conn_fd; /* a holder's connection */
         pid_t supervisor_pid;
 
         /* The supervisor, while it serves. */
@@ -50,7 +50,7 @@ struct share {
         struct share_conn *conns;
         size_t n_conns;
         int linger_fd;
-        bool stopping;          /* stop() was called: no linger, no new holder */
+        bool stopping; /* stop() was called: no linger, no new holder */
         bool ready;
         pid_t child_pid;
         struct share_wire_socket *sockets;

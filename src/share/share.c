@@ -47,7 +47,8 @@ static int share_directory(char **ret) {
                 return log_error_errno(errno, "--share: cannot read '%s': %m", dir);
         if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077) != 0) {
                 log_error("--share: '%s' is not a directory of uid %u with mode 0700 (another user's, or a "
-                          "symlink): refusing to share through it", dir, (unsigned) uid);
+                          "symlink): refusing to share through it",
+                          dir, (unsigned) uid);
                 return -EPERM;
         }
         *ret = TAKE_PTR(dir);
@@ -300,7 +301,12 @@ int share_enter(const struct config *config, struct share **ret) {
         if (!s)
                 return log_oom();
         *s = (struct share) {
-                .config = config, .lock_fd = -1, .listen_fd = -1, .conn_fd = -1, .log_fd = -1, .linger_fd = -1,
+                .config = config,
+                .lock_fd = -1,
+                .listen_fd = -1,
+                .conn_fd = -1,
+                .log_fd = -1,
+                .linger_fd = -1,
         };
         if (share_describe(config, &s->description) < 0)
                 return log_oom();

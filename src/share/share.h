@@ -36,8 +36,8 @@ bool share_name_is_valid(const char *name);
 int share_describe(const struct config *config, char **ret);
 
 enum share_role {
-        SHARE_ROLE_HOLDER,      /* this process holds the share: share_hold() */
-        SHARE_ROLE_SUPERVISOR,  /* this process is the new detached supervisor: run the job */
+        SHARE_ROLE_HOLDER,     /* this process holds the share: share_hold() */
+        SHARE_ROLE_SUPERVISOR, /* this process is the new detached supervisor: run the job */
 };
 
 /* Claim NAME or attach to the server that holds it. The first caller

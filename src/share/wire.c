@@ -80,7 +80,9 @@ void share_message_done(struct share_message *m) {
 void share_wire_from_sockets(const struct bound_socket *sockets, size_t n, struct share_wire_socket *ret) {
         for (size_t i = 0; i < n; i++) {
                 ret[i] = (struct share_wire_socket) {
-                        .type = sockets[i].type, .addr_len = sockets[i].addr_len, .addr = sockets[i].addr,
+                        .type = sockets[i].type,
+                        .addr_len = sockets[i].addr_len,
+                        .addr = sockets[i].addr,
                 };
                 snprintf(ret[i].name, sizeof ret[i].name, "%s", sockets[i].name);
         }

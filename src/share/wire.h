@@ -17,13 +17,13 @@
 #define SHARE_SOCKETS_MAX 64
 
 enum share_kind {
-        SHARE_HOLD = 1,         /* holder: text is its description */
-        SHARE_STATUS,           /* --status */
-        SHARE_STOP,             /* --stop: the supervisor stops COMMAND, then ends */
-        SHARE_READY,            /* supervisor: the sockets, pid, child_pid */
-        SHARE_REFUSED,          /* supervisor: another description; text is its own */
-        SHARE_ENDED,            /* supervisor: status, text the last lines of output */
-        SHARE_STATE,            /* supervisor, to --status: all fields; text its description */
+        SHARE_HOLD = 1, /* holder: text is its description */
+        SHARE_STATUS,   /* --status */
+        SHARE_STOP,     /* --stop: the supervisor stops COMMAND, then ends */
+        SHARE_READY,    /* supervisor: the sockets, pid, child_pid */
+        SHARE_REFUSED,  /* supervisor: another description; text is its own */
+        SHARE_ENDED,    /* supervisor: status, text the last lines of output */
+        SHARE_STATE,    /* supervisor, to --status: all fields; text its description */
 };
 
 struct share_wire_socket {
@@ -37,13 +37,13 @@ struct share_wire {
         uint32_t version;
         uint32_t kind;
         int32_t status;
-        int32_t pid;            /* the supervisor's */
-        int32_t child_pid;      /* COMMAND's; 0 when none runs */
+        int32_t pid;       /* the supervisor's */
+        int32_t child_pid; /* COMMAND's; 0 when none runs */
         uint32_t holders;
         uint32_t ready;
         uint32_t n_sockets;
         uint32_t text_len;
-        uint32_t reserved;      /* the sockets that follow are 8-byte aligned */
+        uint32_t reserved; /* the sockets that follow are 8-byte aligned */
 };
 _Static_assert(sizeof(struct share_wire) % 8 == 0, "share_wire_socket alignment");
 

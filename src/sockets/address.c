@@ -185,9 +185,8 @@ int listen_spec_parse(const char *text, struct listen_spec *ret) {
         if (startswith(address, "unix:"))
                 r = address[5] == '/' || address[5] == '@' ? parse_unix(address + 5, SOCK_STREAM, &spec) : -EINVAL;
         else if (startswith(address, "udp:"))
-                r = address[4] == '/' || address[4] == '@'
-                        ? parse_unix(address + 4, SOCK_DGRAM, &spec)
-                        : parse_inet(address + 4, SOCK_DGRAM, &spec);
+                r = address[4] == '/' || address[4] == '@' ? parse_unix(address + 4, SOCK_DGRAM, &spec)
+                                                           : parse_inet(address + 4, SOCK_DGRAM, &spec);
         else if (startswith(address, "tcp:"))
                 r = parse_inet(address + 4, SOCK_STREAM, &spec);
         else if (address[0] == '/' || address[0] == '@')
@@ -211,7 +210,7 @@ void listen_spec_done(struct listen_spec *spec) {
 
 bool sockaddr_is_abstract(const union sockaddr_any *addr, socklen_t len) {
         return addr->sa.sa_family == AF_UNIX && len > offsetof(struct sockaddr_un, sun_path) &&
-                addr->un.sun_path[0] == '\0';
+               addr->un.sun_path[0] == '\0';
 }
 
 int sockaddr_port(const union sockaddr_any *addr) {

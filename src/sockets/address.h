@@ -22,10 +22,10 @@ union sockaddr_any {
 
 /* One socket to listen on, as parsed from -l/--listen. */
 struct listen_spec {
-        const char *text;          /* as given, for messages */
-        char *name;                /* NULL: "unknown" in LISTEN_FDNAMES */
-        int type;                  /* SOCK_STREAM or SOCK_DGRAM */
-        union sockaddr_any addr;   /* family in addr.sa.sa_family */
+        const char *text;        /* as given, for messages */
+        char *name;              /* NULL: "unknown" in LISTEN_FDNAMES */
+        int type;                /* SOCK_STREAM or SOCK_DGRAM */
+        union sockaddr_any addr; /* family in addr.sa.sa_family */
         socklen_t addr_len;
 };
 
@@ -38,7 +38,6 @@ void listen_spec_done(struct listen_spec *spec);
 
 /* systemd's fdname_is_valid(): 1..255 printable ASCII chars, no ':'. */
 bool fdname_is_valid(const char *name);
-
 
 /* The address as printed by --format=addr: "127.0.0.1:80", "[::1]:80",
  * "/path", "@name". buf must hold ADDRESS_STRING_MAX bytes. */

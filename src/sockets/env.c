@@ -56,8 +56,8 @@ static char *owned_string(struct child_env *env, char *s) {
         return s;
 }
 
-int child_env_build(char *const *environ_in, char *const *setenv, size_t n_setenv,
-                    const struct bound_socket *sockets, size_t n, struct child_env *ret) {
+int child_env_build(char *const *environ_in, char *const *setenv, size_t n_setenv, const struct bound_socket *sockets,
+                    size_t n, struct child_env *ret) {
         struct child_env env = { NULL, 0, NULL, 0, NULL };
         size_t n_environ = 0, names_len = 0;
         char *names, *p;
@@ -132,4 +132,3 @@ void child_env_done(struct child_env *env) {
         free(env->envp);
         *env = (struct child_env) { NULL, 0, NULL, 0, NULL };
 }
-

@@ -8,8 +8,8 @@
 
 enum protocol_variable {
         PROTOCOL_NONE,
-        PROTOCOL_LISTEN,        /* LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES, LISTEN_PIDFDID */
-        PROTOCOL_NOTIFY,        /* NOTIFY_SOCKET */
+        PROTOCOL_LISTEN, /* LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES, LISTEN_PIDFDID */
+        PROTOCOL_NOTIFY, /* NOTIFY_SOCKET */
 };
 
 /* Is the variable NAME (len bytes, not NUL-terminated) one of the
@@ -22,11 +22,11 @@ enum protocol_variable protocol_variable_of(const char *name, size_t len);
  * known in the child: it is written into listen_pid, a slot of the
  * vector, by child_env_set_pid(). */
 struct child_env {
-        char **envp;            /* NULL-terminated; entries owned below */
+        char **envp; /* NULL-terminated; entries owned below */
         size_t n;
-        char **owned;           /* the strings this struct allocated */
+        char **owned; /* the strings this struct allocated */
         size_t n_owned;
-        char *listen_pid;       /* "LISTEN_PID=" + room for the pid */
+        char *listen_pid; /* "LISTEN_PID=" + room for the pid */
 };
 
 #define LISTEN_PID_MAX 32
@@ -34,8 +34,7 @@ struct child_env {
 /* setenv holds "NAME=VALUE" (already expanded) or "NAME" (copied from
  * environ if set there; the way to pass NOTIFY_SOCKET on deliberately).
  * Returns 0 or -ENOMEM. */
-int child_env_build(char *const *environ_in, char *const *setenv, size_t n_setenv,
-                    const struct bound_socket *sockets, size_t n, struct child_env *ret);
+int child_env_build(char *const *environ_in, char *const *setenv, size_t n_setenv, const struct bound_socket *sockets,
+                    size_t n, struct child_env *ret);
 void child_env_set_pid(struct child_env *env, pid_t pid);
 void child_env_done(struct child_env *env);
-

@@ -9,11 +9,8 @@
 #include "format.h"
 
 static const char *const format_names[_FORMAT_MAX] = {
-        [FORMAT_PORT] = "port",
-        [FORMAT_ADDR] = "addr",
-        [FORMAT_URL] = "url",
-        [FORMAT_JSON] = "json",
-        [FORMAT_ENV] = "env",
+        [FORMAT_PORT] = "port", [FORMAT_ADDR] = "addr", [FORMAT_URL] = "url",
+        [FORMAT_JSON] = "json", [FORMAT_ENV] = "env",
 };
 
 enum output_format output_format_from_string(const char *s) {
@@ -28,12 +25,8 @@ const char *output_format_to_string(enum output_format f) {
 }
 
 static const char *const field_names[_FIELD_MAX] = {
-        [FIELD_PORT] = "port",
-        [FIELD_HOST] = "host",
-        [FIELD_ADDR] = "addr",
-        [FIELD_URL] = "url",
-        [FIELD_FD] = "fd",
-        [FIELD_NAME] = "name",
+        [FIELD_PORT] = "port", [FIELD_HOST] = "host", [FIELD_ADDR] = "addr",
+        [FIELD_URL] = "url",   [FIELD_FD] = "fd",     [FIELD_NAME] = "name",
 };
 
 enum socket_field socket_field_from_string(const char *s, size_t len) {
@@ -55,8 +48,8 @@ static void url_address(const union sockaddr_any *addr, socklen_t len, union soc
         (void) len;
 }
 
-const char *socket_field_format(const struct bound_socket *sockets, size_t index, enum socket_field field,
-                                char *buf, size_t size) {
+const char *socket_field_format(const struct bound_socket *sockets, size_t index, enum socket_field field, char *buf,
+                                size_t size) {
         const struct bound_socket *s = &sockets[index];
         char addr[ADDRESS_STRING_MAX];
         union sockaddr_any url_addr;
@@ -173,7 +166,8 @@ static void format_json(FILE *f, const struct bound_socket *sockets, size_t n, p
 
                 fprintf(f, "%s{\"fd\":%zu,\"name\":", i ? "," : "", 3 + i);
                 json_string(f, sockets[i].name);
-                fprintf(f, ",\"family\":\"%s\",\"type\":\"%s\",\"address\":", family_name(sockets[i].addr.sa.sa_family),
+                fprintf(f,
+                        ",\"family\":\"%s\",\"type\":\"%s\",\"address\":", family_name(sockets[i].addr.sa.sa_family),
                         sockets[i].type == SOCK_DGRAM ? "dgram" : "stream");
                 json_string(f, socket_field_format(sockets, i, FIELD_HOST, buf, sizeof buf));
                 if (port >= 0)
@@ -220,11 +214,8 @@ static const struct {
         enum socket_field field;
         const char *key;
 } env_fields[] = {
-        { FIELD_PORT, "PORT" },
-        { FIELD_HOST, "HOST" },
-        { FIELD_ADDR, "ADDR" },
-        { FIELD_URL, "URL" },
-        { FIELD_FD, "FD" },
+        { FIELD_PORT, "PORT" }, { FIELD_HOST, "HOST" }, { FIELD_ADDR, "ADDR" },
+        { FIELD_URL, "URL" },   { FIELD_FD, "FD" },
 };
 
 static void env_socket(FILE *f, const struct bound_socket *sockets, size_t index, const char *prefix) {
@@ -255,7 +246,8 @@ static void format_env(FILE *f, const struct bound_socket *sockets, size_t n, pi
                 if (len >= sizeof prefix)
                         len = sizeof prefix - 1;
                 for (size_t j = strlen("PREBIND_"); j < len - 1; j++)
-                        prefix[j] = isalnum((unsigned char) prefix[j]) ? (char) toupper((unsigned char) prefix[j]) : '_';
+                        prefix[j] =
+                                isalnum((unsigned char) prefix[j]) ? (char) toupper((unsigned char) prefix[j]) : '_';
                 env_socket(f, sockets, i, prefix);
         }
         fprintf(f, "PREBIND_PID=%d\n", (int) pid);

@@ -25,12 +25,12 @@ const char *output_format_to_string(enum output_format f);
 /* What can be said of one socket: in the formats, in -E/--subst templates
  * ({port}, {web.url}) and in the env format's variable names. */
 enum socket_field {
-        FIELD_PORT,     /* 41234; unix: the path or @name */
-        FIELD_HOST,     /* 127.0.0.1, ::1; unix: the path or @name */
-        FIELD_ADDR,     /* 127.0.0.1:41234, [::1]:41234, /path, @name */
-        FIELD_URL,      /* http://127.0.0.1:41234, udp://…, unix:/path */
-        FIELD_FD,       /* 3, 4, … as COMMAND sees it */
-        FIELD_NAME,     /* LISTEN_FDNAMES entry */
+        FIELD_PORT, /* 41234; unix: the path or @name */
+        FIELD_HOST, /* 127.0.0.1, ::1; unix: the path or @name */
+        FIELD_ADDR, /* 127.0.0.1:41234, [::1]:41234, /path, @name */
+        FIELD_URL,  /* http://127.0.0.1:41234, udp://…, unix:/path */
+        FIELD_FD,   /* 3, 4, … as COMMAND sees it */
+        FIELD_NAME, /* LISTEN_FDNAMES entry */
         _FIELD_MAX,
         _FIELD_INVALID = -EINVAL,
 };
@@ -43,8 +43,8 @@ enum socket_field socket_field_from_string(const char *s, size_t len);
 
 /* Write the field of sockets[index] (passed as fd 3+index) into buf, which
  * holds FIELD_STRING_MAX bytes. Returns buf. */
-const char *socket_field_format(const struct bound_socket *sockets, size_t index, enum socket_field field,
-                                char *buf, size_t size);
+const char *socket_field_format(const struct bound_socket *sockets, size_t index, enum socket_field field, char *buf,
+                                size_t size);
 
 /* The length of the well-formed UTF-8 sequence that s starts with (1-4;
  * RFC 3629: no overlong form, no surrogate, nothing above U+10FFFF), or 0

@@ -163,8 +163,10 @@ static int publish_outputs(const struct config *config, struct texts *t, struct 
                         return r;
                 r = write_file_atomic(config->port_file, text, guard, &ret->port_file_fd);
                 if (r == -EEXIST)
-                        return log_error_errno(r, "cannot write port file '%s': it exists and is not a regular "
-                                               "file (left alone)", config->port_file);
+                        return log_error_errno(r,
+                                               "cannot write port file '%s': it exists and is not a regular "
+                                               "file (left alone)",
+                                               config->port_file);
                 if (r < 0)
                         return log_error_errno(r, "cannot write port file '%s': %m", config->port_file);
                 ret->port_file = config->port_file;
@@ -196,8 +198,8 @@ void publication_withdraw(struct publication *p) {
         /* Only our file, not one somebody put in its place since. Holding
          * it open keeps its inode number from being reused by the other
          * file, so comparing the two identities is enough. */
-        if (fstat(p->port_file_fd, &ours) == 0 && lstat(p->port_file, &there) == 0 &&
-            ours.st_dev == there.st_dev && ours.st_ino == there.st_ino)
+        if (fstat(p->port_file_fd, &ours) == 0 && lstat(p->port_file, &there) == 0 && ours.st_dev == there.st_dev &&
+            ours.st_ino == there.st_ino)
                 unlink(p->port_file);
         close(p->port_file_fd);
         p->port_file = NULL;

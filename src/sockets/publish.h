@@ -11,8 +11,8 @@ struct guard;
 
 /* What prebind published and must take back when it exits. */
 struct publication {
-        const char *port_file;          /* NULL until it is in place */
-        int port_file_fd;               /* held open: see publication_withdraw() */
+        const char *port_file; /* NULL until it is in place */
+        int port_file_fd;      /* held open: see publication_withdraw() */
 };
 
 /* Write the addresses everywhere the config asks (--port-fd, --print,

@@ -200,8 +200,8 @@ void socket_release(struct bound_socket *s) {
                 /* Remove only the file we created, not one that replaced it.
                  * This runs before close(): the bound socket holds the
                  * file's inode, so its number cannot have been reused. */
-                if (lstat(s->created_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
-                    st.st_dev == s->created_dev && st.st_ino == s->created_ino)
+                if (lstat(s->created_path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == s->created_dev &&
+                    st.st_ino == s->created_ino)
                         unlink(s->created_path);
                 free(s->created_path);
                 s->created_path = NULL;

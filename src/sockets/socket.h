@@ -8,21 +8,21 @@
 
 /* How prebind's own sockets are set up (systemd.socket(5) options). */
 struct socket_options {
-        int backlog;            /* Backlog= */
-        bool reuseport;         /* ReusePort= */
-        bool v6only;            /* BindIPv6Only=ipv6-only */
-        mode_t socket_mode;     /* SocketMode= of unix socket files */
+        int backlog;        /* Backlog= */
+        bool reuseport;     /* ReusePort= */
+        bool v6only;        /* BindIPv6Only=ipv6-only */
+        mode_t socket_mode; /* SocketMode= of unix socket files */
 };
 
 /* A socket prebind listens on, with the address the kernel gave it. */
 struct bound_socket {
-        int fd;                         /* O_CLOEXEC in prebind */
-        const char *name;               /* "unknown" when unnamed */
-        char *name_owned;               /* name, when inherited */
-        int type;                       /* SOCK_STREAM or SOCK_DGRAM */
-        union sockaddr_any addr;        /* from getsockname(): the real port */
+        int fd;                  /* O_CLOEXEC in prebind */
+        const char *name;        /* "unknown" when unnamed */
+        char *name_owned;        /* name, when inherited */
+        int type;                /* SOCK_STREAM or SOCK_DGRAM */
+        union sockaddr_any addr; /* from getsockname(): the real port */
         socklen_t addr_len;
-        bool inherited;                 /* passed to prebind (LISTEN_FDS), not bound by it */
+        bool inherited; /* passed to prebind (LISTEN_FDS), not bound by it */
         /* A unix socket file prebind created, and removes on exit only if
          * it is still the same inode. */
         char *created_path;
@@ -49,7 +49,6 @@ int sockets_inherit(struct bound_socket **ret);
  * prebind was passed are its activator's (systemd keeps listening on
  * them) and are left alone, as are datagram sockets. */
 void socket_give_up(struct bound_socket *s);
-
 
 /* Close the socket and remove the socket file it created, if any. */
 void socket_release(struct bound_socket *s);

@@ -23,20 +23,19 @@ struct acceptor {
         const struct config *config;
         struct job *job;
         struct loop *loop;
-        char **setenv;          /* the -E entries, then REMOTE_ADDR and REMOTE_PORT */
+        char **setenv; /* the -E entries, then REMOTE_ADDR and REMOTE_PORT */
         char remote_addr[ADDRESS_STRING_MAX + 16];
         char remote_port[32];
-        struct child_env env;   /* built once; the REMOTE_* and LISTEN_PID slots change */
-        char *path;             /* COMMAND, resolved once */
-        pid_t *children;        /* running COMMANDs, max_connections slots; 0 = free */
+        struct child_env env; /* built once; the REMOTE_* and LISTEN_PID slots change */
+        char *path;           /* COMMAND, resolved once */
+        pid_t *children;      /* running COMMANDs, max_connections slots; 0 = free */
         unsigned running;
-        bool accepting;         /* the listening sockets are on the loop */
-        bool backing_off;       /* out of fds: off the loop for one wait */
-        bool out_of_fds;        /* since the last accept that worked */
+        bool accepting;   /* the listening sockets are on the loop */
+        bool backing_off; /* out of fds: off the loop for one wait */
+        bool out_of_fds;  /* since the last accept that worked */
         bool stopping;
-        int error;              /* accepting cannot go on: -errno */
+        int error; /* accepting cannot go on: -errno */
 };
-
 
 static void reap_connections(struct acceptor *a) {
         pid_t pid;
@@ -208,8 +207,7 @@ static int prepare(struct acceptor *a) {
         snprintf(a->remote_port, sizeof a->remote_port, "REMOTE_PORT=");
         a->setenv[job->n_setenv] = a->remote_addr;
         a->setenv[job->n_setenv + 1] = a->remote_port;
-        return child_env_build(environ, a->setenv, job->n_setenv + 2, &conn_name, a->config->inetd ? 0 : 1,
-                               &a->env);
+        return child_env_build(environ, a->setenv, job->n_setenv + 2, &conn_name, a->config->inetd ? 0 : 1, &a->env);
 }
 
 static void acceptor_done(struct acceptor *a) {

@@ -294,7 +294,8 @@ static int add_intercept(struct config *c, const char *arg) {
 
         /* A template ("{port}") is expanded once the sockets are bound. */
         if (!strchr(value, '{') && parse_uint(value, 1, 65535, &port) < 0)
-                return usage_error("--intercept", arg, "expected [NAME=]PORT with a port from 1 to 65535, or a "
+                return usage_error("--intercept", arg,
+                                   "expected [NAME=]PORT with a port from 1 to 65535, or a "
                                    "template such as {port}");
         if (eq && !(name = strndup(arg, (size_t) (eq - arg))))
                 return log_oom();
@@ -305,7 +306,9 @@ static int add_intercept(struct config *c, const char *arg) {
                 return log_oom();
         c->intercepts = grown;
         c->intercepts[c->n_intercepts++] = (struct intercept_spec) {
-                .name = TAKE_PTR(name), .port = (uint16_t) port, .port_template = port ? NULL : value,
+                .name = TAKE_PTR(name),
+                .port = (uint16_t) port,
+                .port_template = port ? NULL : value,
         };
         return 0;
 }
@@ -518,7 +521,8 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return 0;
         case ARG_SHARE:
                 if (!share_name_is_valid(arg))
-                        return usage_error("--share", arg, "expected a name of 1-64 letters, digits, '.', '_' or "
+                        return usage_error("--share", arg,
+                                           "expected a name of 1-64 letters, digits, '.', '_' or "
                                            "'-', not starting with '.'");
                 c->share = arg;
                 return 0;
@@ -555,7 +559,8 @@ static int check_conflicts(const struct config *c) {
         size_t n_stream = 0;
 
         if (c->accept && (config_waits_ready(c) || c->restart_set))
-                return usage_error(NULL, NULL, "--accept runs a COMMAND per connection: it cannot be combined with "
+                return usage_error(NULL, NULL,
+                                   "--accept runs a COMMAND per connection: it cannot be combined with "
                                    "--ready or --restart");
         if (c->accept && c->exec)
                 return usage_error(NULL, NULL, "--accept needs the supervisor: it cannot be combined with --exec");
@@ -566,7 +571,8 @@ static int check_conflicts(const struct config *c) {
         if (c->accept && n_stream != c->n_listens)
                 return usage_error(NULL, NULL, "--accept takes stream sockets only (no udp:)");
         if (c->n_intercepts && (c->accept || c->exec || c->inetd))
-                return usage_error(NULL, NULL, "--intercept needs the supervisor and a server that binds: it cannot "
+                return usage_error(NULL, NULL,
+                                   "--intercept needs the supervisor and a server that binds: it cannot "
                                    "be combined with --accept, --exec or --inetd");
         for (size_t i = 0; i < c->n_intercepts; i++)
                 for (size_t j = 0; j < i; j++)
@@ -576,27 +582,33 @@ static int check_conflicts(const struct config *c) {
                                 return usage_error(NULL, NULL, "--intercept: the same port and socket twice");
         for (size_t i = 0; c->netns && c->intercept_via != INTERCEPT_VIA_SECCOMP && i < c->n_intercepts; i++)
                 if (c->intercepts[i].port_template)
-                        return usage_error(NULL, NULL, "--netns --intercept forwards to a fixed port inside: PORT "
+                        return usage_error(NULL, NULL,
+                                           "--netns --intercept forwards to a fixed port inside: PORT "
                                            "cannot be a template there (but with --intercept-via=seccomp)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
         if (c->share && (c->exec || c->accept || c->inetd))
-                return usage_error(NULL, NULL, "--share needs one supervised COMMAND that no caller owns: it cannot "
+                return usage_error(NULL, NULL,
+                                   "--share needs one supervised COMMAND that no caller owns: it cannot "
                                    "be combined with --exec, --accept or --inetd");
         if (c->share_linger_set && !c->share)
                 return usage_error(NULL, NULL, "--share-linger needs --share=NAME");
         if (c->netns && (c->exec || c->accept))
-                return usage_error(NULL, NULL, "--netns needs one supervised COMMAND: it cannot be combined with "
+                return usage_error(NULL, NULL,
+                                   "--netns needs one supervised COMMAND: it cannot be combined with "
                                    "--exec or --accept");
         if ((c->reload_set || c->n_watch) && (c->exec || c->accept))
-                return usage_error(NULL, NULL, "--reload and --watch need one supervised COMMAND: they cannot be "
+                return usage_error(NULL, NULL,
+                                   "--reload and --watch need one supervised COMMAND: they cannot be "
                                    "combined with --exec or --accept");
         /* The old one is stopped once the new one is ready: without a
          * check, "ready" would mean "forked", and the overlap would only
          * give the new one a head start of nothing. */
         if (c->reload == RELOAD_OVERLAP && !config_waits_ready(c) && c->n_intercepts == 0)
-                return usage_error(NULL, NULL, "--reload=overlap needs a readiness condition to know when the new "
-                                   "COMMAND is ready: --ready, --ready-log, --ready-exec, --ready-http or --intercept");
+                return usage_error(
+                        NULL, NULL,
+                        "--reload=overlap needs a readiness condition to know when the new "
+                        "COMMAND is ready: --ready, --ready-log, --ready-exec, --ready-http or --intercept");
         /* Each COMMAND has a namespace of its own, and the supervisor one
          * --netns job: two generations at once are not supported. */
         if (c->reload == RELOAD_OVERLAP && c->netns)
@@ -610,7 +622,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 .format = FORMAT_PORT,
                 .port_fd = -1,
                 .ready_timeout_usec = 90 * USEC_PER_SEC,
-                .ready_interval_usec = 100 * 1000,   /* testcontainers' poll */
+                .ready_interval_usec = 100 * 1000, /* testcontainers' poll */
                 /* systemd's RestartSec=, StartLimitBurst= and
                  * StartLimitIntervalSec= defaults, and MaxConnections=. */
                 .restart_delay_usec = 100 * 1000,
@@ -668,9 +680,11 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 return usage_error(NULL, NULL, "missing COMMAND");
         c.command = argv + optind;
         /* Options that only mean something to a supervisor. */
-        if (c.exec && (config_waits_ready(&c) || c.group || c.kill_after_usec || c.die_with_parent ||
-                       c.no_die_with_supervisor || c.subreaper || memchr(c.success_status, 1, sizeof c.success_status)))
-                return usage_error(NULL, NULL, "--exec leaves no supervisor: it cannot be combined with --ready, "
+        if (c.exec &&
+            (config_waits_ready(&c) || c.group || c.kill_after_usec || c.die_with_parent || c.no_die_with_supervisor ||
+             c.subreaper || memchr(c.success_status, 1, sizeof c.success_status)))
+                return usage_error(NULL, NULL,
+                                   "--exec leaves no supervisor: it cannot be combined with --ready, "
                                    "--group, --kill-after, --die-with-parent, --no-die-with-supervisor, "
                                    "--subreaper or --success-status");
         if (!print_format_set)
@@ -686,7 +700,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                         return r;
         }
         *ret = c;
-        c = (struct config) {};         /* *ret owns it all now */
+        c = (struct config) {}; /* *ret owns it all now */
         return 1;
 }
 

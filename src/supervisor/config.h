@@ -13,23 +13,23 @@
 
 /* --intercept=[NAME=]PORT: COMMAND's own bind() of PORT gets socket NAME. */
 struct intercept_spec {
-        char *name;             /* NULL: the first socket */
-        uint16_t port;          /* 1-65535; 0 with a template */
+        char *name;                /* NULL: the first socket */
+        uint16_t port;             /* 1-65535; 0 with a template */
         const char *port_template; /* "{port}", "{NAME.port}": expanded with the sockets; NULL */
 };
 
 /* --intercept-via: how COMMAND's bind() is caught. */
 enum intercept_via {
-        INTERCEPT_VIA_AUTO,     /* seccomp where the kernel allows it, else preload */
-        INTERCEPT_VIA_SECCOMP,  /* seccomp user notification (src/seccomp.c) */
-        INTERCEPT_VIA_PRELOAD,  /* the LD_PRELOAD interposer (src/intercept/) */
+        INTERCEPT_VIA_AUTO,    /* seccomp where the kernel allows it, else preload */
+        INTERCEPT_VIA_SECCOMP, /* seccomp user notification (src/seccomp.c) */
+        INTERCEPT_VIA_PRELOAD, /* the LD_PRELOAD interposer (src/intercept/) */
 };
 
 /* --share=NAME: what this call does with the shared server. */
 enum share_action {
-        SHARE_ACTION_HOLD,      /* start it or attach to it, then hold it */
-        SHARE_ACTION_STATUS,    /* --status */
-        SHARE_ACTION_STOP,      /* --stop */
+        SHARE_ACTION_HOLD,   /* start it or attach to it, then hold it */
+        SHARE_ACTION_STATUS, /* --status */
+        SHARE_ACTION_STOP,   /* --stop */
 };
 
 enum restart_mode {
@@ -40,8 +40,8 @@ enum restart_mode {
 
 /* What a reload request (SIGHUP, --watch) does (issue 24). */
 enum reload_mode {
-        RELOAD_RESTART,         /* stop COMMAND, then start it again (the default) */
-        RELOAD_OVERLAP,         /* start the new one beside it; stop the old one once the new one is ready */
+        RELOAD_RESTART, /* stop COMMAND, then start it again (the default) */
+        RELOAD_OVERLAP, /* start the new one beside it; stop the old one once the new one is ready */
 };
 
 /* At most this many --watch and --watch-ignore arguments, and this long a
@@ -55,59 +55,59 @@ enum reload_mode {
 struct config {
         struct listen_spec *listens;
         size_t n_listens;
-        bool listen_default;    /* no -l: 127.0.0.1:0, unless sockets were inherited */
+        bool listen_default; /* no -l: 127.0.0.1:0, unless sockets were inherited */
 
-        struct socket_options socket_options;   /* --backlog, --reuseport, --v6only, --socket-mode */
+        struct socket_options socket_options; /* --backlog, --reuseport, --v6only, --socket-mode */
 
         enum output_format format;
         bool print;
         enum output_format print_format;
         const char *port_file;
-        int port_fd;            /* -1: none */
+        int port_fd; /* -1: none */
 
-        char **setenv;          /* raw "NAME[=VALUE]" arguments of -E */
+        char **setenv; /* raw "NAME[=VALUE]" arguments of -E */
         size_t n_setenv;
         bool subst;
 
         bool exec;
-        bool ready;             /* --ready: publish after COMMAND's READY=1 */
+        bool ready;                  /* --ready: publish after COMMAND's READY=1 */
         uint64_t ready_timeout_usec; /* --ready=, --ready-timeout= (and --intercept's); 0: wait forever */
-        const char *ready_log;  /* --ready-log=REGEX */
-        const char *ready_exec; /* --ready-exec=COMMAND, templates unexpanded */
-        bool ready_http;        /* --ready-http[=PATH] */
+        const char *ready_log;       /* --ready-log=REGEX */
+        const char *ready_exec;      /* --ready-exec=COMMAND, templates unexpanded */
+        bool ready_http;             /* --ready-http[=PATH] */
         const char *ready_http_path;
         uint64_t ready_interval_usec; /* between two probes */
         enum restart_mode restart;
-        bool restart_set;       /* --restart given: SIGHUP restarts COMMAND */
+        bool restart_set; /* --restart given: SIGHUP restarts COMMAND */
         uint64_t restart_delay_usec;
-        unsigned restart_burst; /* at most this many restarts… (0: no limit) */
+        unsigned restart_burst;         /* at most this many restarts… (0: no limit) */
         uint64_t restart_interval_usec; /* …within this interval */
         enum reload_mode reload;        /* --reload= */
         bool reload_set;
-        const char **watch;     /* --watch=PATH */
+        const char **watch; /* --watch=PATH */
         size_t n_watch;
-        const char **watch_ignore;      /* --watch-ignore=GLOB, after the defaults unless an empty one cleared them */
+        const char **watch_ignore; /* --watch-ignore=GLOB, after the defaults unless an empty one cleared them */
         size_t n_watch_ignore;
-        bool watch_ignore_defaults;     /* the default globs apply */
-        uint64_t watch_delay_usec;      /* --watch-delay= */
+        bool watch_ignore_defaults; /* the default globs apply */
+        uint64_t watch_delay_usec;  /* --watch-delay= */
         struct intercept_spec *intercepts;
         size_t n_intercepts;
         enum intercept_via intercept_via;
-        bool accept;            /* one COMMAND per connection */
-        bool inetd;             /* sockets on stdin/stdout instead of fd 3 */
+        bool accept; /* one COMMAND per connection */
+        bool inetd;  /* sockets on stdin/stdout instead of fd 3 */
         unsigned max_connections;
-        bool group;             /* COMMAND in its own process group; signal the group */
+        bool group;               /* COMMAND in its own process group; signal the group */
         uint64_t kill_after_usec; /* SIGKILL this long after SIGTERM/SIGINT; 0: never */
         bool die_with_parent;
         bool no_die_with_supervisor; /* COMMAND may outlive a killed prebind: no death signal, no guard */
         bool subreaper;
-        bool success_status[256]; /* exit statuses reported as 0 */
-        bool netns;             /* COMMAND in a new network namespace; --intercept forwards into it */
-        const char *share;      /* --share=NAME; NULL without */
+        bool success_status[256];   /* exit statuses reported as 0 */
+        bool netns;                 /* COMMAND in a new network namespace; --intercept forwards into it */
+        const char *share;          /* --share=NAME; NULL without */
         uint64_t share_linger_usec; /* after the last holder; UINT64_MAX: until --stop */
         bool share_linger_set;
         enum share_action share_action;
-        char **command;         /* points into argv; NULL-terminated */
+        char **command; /* points into argv; NULL-terminated */
 };
 
 /* prebind publishes only once COMMAND is ready: --ready or a --ready-*

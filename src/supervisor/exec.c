@@ -28,4 +28,3 @@ int exec_run(struct job *job, struct outcome *ret) {
         *ret = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
         return 0;
 }
-

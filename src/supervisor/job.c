@@ -46,10 +46,10 @@ static const char *bind_error(const struct listen_spec *spec, int r) {
 static int inherit_error(int r) {
         if (r == -EBADMSG)
                 return log_error_errno(r, "cannot take the sockets passed to prebind: LISTEN_FDNAMES holds "
-                                       "an invalid name (1-255 printable ASCII characters, no ':')");
+                                          "an invalid name (1-255 printable ASCII characters, no ':')");
         if (r == -EAFNOSUPPORT)
                 return log_error_errno(r, "cannot take the sockets passed to prebind: one is neither an IP "
-                                       "nor a unix socket");
+                                          "nor a unix socket");
         return log_error_errno(r, "cannot take the sockets passed to prebind (LISTEN_FDS): %m");
 }
 
@@ -69,8 +69,10 @@ static int setup_guard(struct job *job) {
                 return 0;
         r = guard_start(c->command[0], c->kill_after_usec ?: KILLED_GRACE_USEC, &job->guard);
         if (r < 0)
-                return log_error_errno(r, "cannot start the guard that stops '%s' if prebind is killed: %m "
-                                       "(--no-die-with-supervisor goes without)", c->command[0]);
+                return log_error_errno(r,
+                                       "cannot start the guard that stops '%s' if prebind is killed: %m "
+                                       "(--no-die-with-supervisor goes without)",
+                                       c->command[0]);
         return 0;
 }
 
@@ -134,7 +136,8 @@ static int check_sockets(const struct job *job) {
 
         if (c->inetd && !c->accept && job->n_sockets != 1) {
                 log_error("--inetd without --accept passes one socket, on stdin: there are %zu, with those passed "
-                          "to prebind", job->n_sockets);
+                          "to prebind",
+                          job->n_sockets);
                 return -EINVAL;
         }
         /* config_parse_argv() checked that fd N is open, not what it is:
@@ -144,8 +147,8 @@ static int check_sockets(const struct job *job) {
         for (size_t i = 0; c->port_fd >= 0 && i < job->n_sockets; i++)
                 if (job->sockets[i].fd == c->port_fd) {
                         log_error("--port-fd=%d: fd %d is a socket passed to prebind (LISTEN_FDS, name '%s'), "
-                                  "which prebind passes on: give --port-fd another fd", c->port_fd, c->port_fd,
-                                  job->sockets[i].name);
+                                  "which prebind passes on: give --port-fd another fd",
+                                  c->port_fd, c->port_fd, job->sockets[i].name);
                         return -EINVAL;
                 }
         for (size_t i = 0; c->accept && i < job->n_sockets; i++) {
@@ -322,7 +325,8 @@ static int intercept_targets(const struct job *job, struct broker_target *target
                 family = sock->addr.sa.sa_family;
                 if (family != AF_INET && family != AF_INET6) {
                         log_error("--intercept=%u: socket '%s' is a unix socket; a server binding an IP port can "
-                                  "only be given an IP socket", port, sock->name);
+                                  "only be given an IP socket",
+                                  port, sock->name);
                         return -EINVAL;
                 }
                 for (size_t k = 0; k < i; k++)
@@ -332,7 +336,10 @@ static int intercept_targets(const struct job *job, struct broker_target *target
                                 return -EINVAL;
                         }
                 targets[i] = (struct broker_target) {
-                        .port = port, .type = sock->type, .fd = sock->fd, .name = sock->name,
+                        .port = port,
+                        .type = sock->type,
+                        .fd = sock->fd,
+                        .name = sock->name,
                 };
         }
         return 0;
@@ -372,8 +379,10 @@ static int setup_preload(struct job *job, const struct broker_target *targets, c
         }
         r = preload_library_find(&library);
         if (r < 0)
-                return log_error_errno(r, "--intercept: cannot find libprebind-intercept.so beside '%s' "
-                                       "(set PREBIND_INTERCEPT_LIBRARY)%s%s", program_invocation_name,
+                return log_error_errno(r,
+                                       "--intercept: cannot find libprebind-intercept.so beside '%s' "
+                                       "(set PREBIND_INTERCEPT_LIBRARY)%s%s",
+                                       program_invocation_name,
                                        no_seccomp ? ", and seccomp cannot catch its bind(): " : "",
                                        no_seccomp ? no_seccomp : "");
         /* Appended to the user's LD_PRELOAD: the last -E LD_PRELOAD=…, or
@@ -461,9 +470,8 @@ int job_setup(const struct config *config, struct job *ret) {
                 return r;
         /* With --inetd the socket is on stdin: nothing at fd 3, no LISTEN_*.
          * --accept prepares its own, per-connection environment. */
-        if (!config->accept &&
-            child_env_build(environ, job->setenv, job->n_setenv, job->passed, config->inetd ? 0 : job->n_passed,
-                            &job->env) < 0)
+        if (!config->accept && child_env_build(environ, job->setenv, job->n_setenv, job->passed,
+                                               config->inetd ? 0 : job->n_passed, &job->env) < 0)
                 return log_oom();
         return 0;
 }
@@ -534,7 +542,7 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .n_sockets = job->n_passed,
                 .new_process_group = job->config->group,
                 .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
-        .seccomp = job->seccomp,
+                .seccomp = job->seccomp,
                 .death_signal = config_death_signal(job->config),
         };
 

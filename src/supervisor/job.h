@@ -20,9 +20,9 @@ struct share;
 /* How COMMAND (or the job) ended, as the modes saw it. main() alone turns
  * it into prebind's exit status (job_exit_status()). */
 enum outcome_kind {
-        OUTCOME_EXITED,         /* status: its exit code, or 128+N for signal N */
-        OUTCOME_NOT_READY,      /* readiness timed out: 124 */
-        OUTCOME_EXEC_FAILED,    /* status: the errno of the failed exec: 126/127 */
+        OUTCOME_EXITED,      /* status: its exit code, or 128+N for signal N */
+        OUTCOME_NOT_READY,   /* readiness timed out: 124 */
+        OUTCOME_EXEC_FAILED, /* status: the errno of the failed exec: 126/127 */
 };
 
 struct outcome {
@@ -37,20 +37,20 @@ struct job {
         const struct config *config;
         struct bound_socket *sockets;
         size_t n_sockets;
-        char **setenv;          /* -E entries, templates expanded (+ NOTIFY_SOCKET) */
+        char **setenv; /* -E entries, templates expanded (+ NOTIFY_SOCKET) */
         size_t n_setenv;
-        char **command;         /* COMMAND, templates expanded with --subst */
-        struct child_env env;   /* COMMAND's environment (not with --accept) */
+        char **command;       /* COMMAND, templates expanded with --subst */
+        struct child_env env; /* COMMAND's environment (not with --accept) */
         struct readiness *readiness;
-        struct netns_job *netns;        /* --netns; NULL without */
-        struct guard *guard;            /* stops COMMAND if prebind is killed; NULL: none */
-        struct bound_socket *passed;    /* what COMMAND gets: the sockets less the intercepted */
+        struct netns_job *netns;     /* --netns; NULL without */
+        struct guard *guard;         /* stops COMMAND if prebind is killed; NULL: none */
+        struct bound_socket *passed; /* what COMMAND gets: the sockets less the intercepted */
         size_t n_passed;
-        struct intercept_seccomp *seccomp;      /* --intercept via seccomp; the readiness owns it */
+        struct intercept_seccomp *seccomp; /* --intercept via seccomp; the readiness owns it */
         struct publication publication;
         bool published;
-        int signal_fd;          /* the supervised modes' signalfd; -1 */
-        struct share *share;    /* --share: in the shared supervisor, its holders; NULL otherwise */
+        int signal_fd;       /* the supervised modes' signalfd; -1 */
+        struct share *share; /* --share: in the shared supervisor, its holders; NULL otherwise */
 };
 
 /* From a parsed config to a job ready to run: the parent-death signal,

@@ -39,8 +39,8 @@ static struct lc_transition exited_unasked(enum lc_state state, const struct lc_
         if (f->restart_delay)
                 return (struct lc_transition) { LC_RESTART_PENDING,
                                                 term_group(f) | LC_ACT_TELL_RELOADING | LC_ACT_ARM_RESTART };
-        return (struct lc_transition) { lifecycle_started(f), term_group(f) | LC_ACT_TELL_RELOADING |
-                                                                      LC_ACT_COUNT_RESTART | LC_ACT_START };
+        return (struct lc_transition) { lifecycle_started(f),
+                                        term_group(f) | LC_ACT_TELL_RELOADING | LC_ACT_COUNT_RESTART | LC_ACT_START };
 }
 
 static struct lc_transition transition(enum lc_state state, enum lc_event event, const struct lc_facts *f);
@@ -168,10 +168,13 @@ static struct lc_transition transition(enum lc_state state, enum lc_event event,
 
 const char *lifecycle_state_name(enum lc_state state) {
         static const char *const names[_LC_STATE_MAX] = {
-                [LC_WAITING_READY] = "waiting-ready", [LC_RUNNING] = "running",
-                [LC_RESTARTING] = "restarting",       [LC_RESTART_PENDING] = "restart-pending",
+                [LC_WAITING_READY] = "waiting-ready",
+                [LC_RUNNING] = "running",
+                [LC_RESTARTING] = "restarting",
+                [LC_RESTART_PENDING] = "restart-pending",
                 [LC_OVERLAPPING] = "overlapping",
-                [LC_STOPPING] = "stopping",           [LC_NOT_READY] = "not-ready",
+                [LC_STOPPING] = "stopping",
+                [LC_NOT_READY] = "not-ready",
                 [LC_DRAINING] = "draining",
                 [LC_DONE] = "done",
         };
@@ -180,11 +183,16 @@ const char *lifecycle_state_name(enum lc_state state) {
 
 const char *lifecycle_event_name(enum lc_event event) {
         static const char *const names[_LC_EVENT_MAX] = {
-                [LC_READY] = "ready",           [LC_READY_TIMEOUT] = "ready-timeout",
-                [LC_SHUTDOWN] = "shutdown",     [LC_RESTART_REQUEST] = "restart-request",
-                [LC_KILL_TIMEOUT] = "kill-timeout", [LC_RESTART_DUE] = "restart-due",
-                [LC_EXITED] = "exited",         [LC_START_FAILED] = "start-failed",
-                [LC_GROUP_GONE] = "group-gone", [LC_PREVIOUS_EXITED] = "previous-exited",
+                [LC_READY] = "ready",
+                [LC_READY_TIMEOUT] = "ready-timeout",
+                [LC_SHUTDOWN] = "shutdown",
+                [LC_RESTART_REQUEST] = "restart-request",
+                [LC_KILL_TIMEOUT] = "kill-timeout",
+                [LC_RESTART_DUE] = "restart-due",
+                [LC_EXITED] = "exited",
+                [LC_START_FAILED] = "start-failed",
+                [LC_GROUP_GONE] = "group-gone",
+                [LC_PREVIOUS_EXITED] = "previous-exited",
         };
         return event >= 0 && event < _LC_EVENT_MAX ? names[event] : "?";
 }

@@ -17,7 +17,6 @@
 #include "signals.h"
 #include "spawn.h"
 
-
 int exec_error_to_status(int err) {
         return err == ENOENT ? EXIT_ENOENT : EXIT_CANNOT_INVOKE;
 }

@@ -11,9 +11,9 @@
 
 /* Where COMMAND finds its sockets. */
 enum socket_passing {
-        PASS_FROM_FD3 = 0,      /* the LISTEN_FDS protocol: 3, 4, … */
-        PASS_ON_STDIN,          /* inetd "wait": the one socket as fd 0 */
-        PASS_ON_STDIN_STDOUT,   /* inetd "nowait": the connection as fds 0 and 1 */
+        PASS_FROM_FD3 = 0,    /* the LISTEN_FDS protocol: 3, 4, … */
+        PASS_ON_STDIN,        /* inetd "wait": the one socket as fd 0 */
+        PASS_ON_STDIN_STDOUT, /* inetd "nowait": the connection as fds 0 and 1 */
 };
 
 /* Everything the child needs between fork() and exec(). */
@@ -22,7 +22,7 @@ struct spawn_plan {
         struct child_env *env;
         const struct bound_socket *sockets;
         size_t n_sockets;
-        bool new_process_group;     /* --group: COMMAND leads its own group */
+        bool new_process_group; /* --group: COMMAND leads its own group */
         enum socket_passing passing;
         /* --ready-log: pipes for COMMAND's stdout and stderr (fds 1 and
          * 2); 0 leaves prebind's own. */
@@ -47,8 +47,8 @@ struct spawn_plan {
  * that let it exec and report how the exec went. */
 struct spawned {
         pid_t pid;
-        int gate_fd;            /* write one byte to let the child exec */
-        int error_fd;           /* EOF: exec succeeded; 4 bytes: errno */
+        int gate_fd;  /* write one byte to let the child exec */
+        int error_fd; /* EOF: exec succeeded; 4 bytes: errno */
 };
 
 /* Fork a child that resets its signals, lays out its fds and waits on the

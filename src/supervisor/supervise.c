@@ -38,8 +38,8 @@ struct supervisor;
 struct retiree {
         struct supervisor *s;
         pid_t pid;
-        int pidfd;              /* -1: SIGCHLD alone */
-        int kill_timer_fd;      /* -1 unless armed */
+        int pidfd;         /* -1: SIGCHLD alone */
+        int kill_timer_fd; /* -1 unless armed */
         unsigned generation;
 };
 
@@ -60,15 +60,15 @@ struct supervisor {
         int error;              /* prebind must give up: -errno */
         uint64_t *restarts;     /* when the last restart_burst restarts happened */
         unsigned n_restarts;
-        unsigned generation;    /* COMMAND's, from 1 (issue 24) */
-        unsigned n_started;     /* COMMANDs started so far */
-        pid_t previous;         /* overlapping: the COMMAND that serves while COMMAND (the new one) starts */
+        unsigned generation; /* COMMAND's, from 1 (issue 24) */
+        unsigned n_started;  /* COMMANDs started so far */
+        pid_t previous;      /* overlapping: the COMMAND that serves while COMMAND (the new one) starts */
         int previous_pidfd;
         unsigned previous_generation;
-        bool reload_queued;     /* a reload request came during a reload */
+        bool reload_queued; /* a reload request came during a reload */
         struct retiree **retirees;
         size_t n_retirees;
-        struct watch *watch;    /* --watch */
+        struct watch *watch; /* --watch */
 };
 
 static void on_event(struct supervisor *s, enum lc_event event);
@@ -121,7 +121,8 @@ static int on_retiree_kill_timer(struct loop *l, int fd, uint32_t revents, void 
 
         if (!timer_expired(fd))
                 return 0;
-        log_info("generation %u (pid %d) still running after --kill-after, sending SIGKILL", t->generation, (int) t->pid);
+        log_info("generation %u (pid %d) still running after --kill-after, sending SIGKILL", t->generation,
+                 (int) t->pid);
         (void) signal_process(t->pid, t->s->config->group, SIGKILL);
         loop_timer_disarm(l, &t->kill_timer_fd);
         return 0;
@@ -359,7 +360,8 @@ static int start_next(struct supervisor *s) {
         s->child = 0;
         s->pidfd = -1;
         if (s->job->published) {
-                snprintf(reloading, sizeof reloading, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) now_usec());
+                snprintf(reloading, sizeof reloading, "RELOADING=1\nMONOTONIC_USEC=%llu",
+                         (unsigned long long) now_usec());
                 notify_manager(reloading);
         }
         log_debug("reloading: generation %u starts beside generation %u", s->n_started + 1, s->previous_generation);
@@ -531,8 +533,8 @@ static void previous_exited(struct supervisor *s, int status) {
         s->previous_pidfd = -1;
         s->previous = 0;
         readiness_set_command(s->job->readiness, s->child, 0);
-        log_info("generation %u exited with status %d during the reload; generation %u is the only one", s->previous_generation,
-                 status, s->generation);
+        log_info("generation %u exited with status %d during the reload; generation %u is the only one",
+                 s->previous_generation, status, s->generation);
         on_event(s, LC_PREVIOUS_EXITED);
 }
 

@@ -18,19 +18,20 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                     \
-        do {                                                                 \
-                if (!(cond)) {                                               \
-                        fprintf(stderr, "intercept-client: %s:%d: ", __FILE__, __LINE__); \
-                        fprintf(stderr, __VA_ARGS__);                        \
-                        fputc('\n', stderr);                                 \
-                        failures++;                                          \
-                }                                                            \
+#define CHECK(cond, ...)                                                                                              \
+        do {                                                                                                          \
+                if (!(cond)) {                                                                                        \
+                        fprintf(stderr, "intercept-client: %s:%d: ", __FILE__, __LINE__);                             \
+                        fprintf(stderr, __VA_ARGS__);                                                                 \
+                        fputc('\n', stderr);                                                                          \
+                        failures++;                                                                                   \
+                }                                                                                                     \
         } while (0)
 
 static int bind_any(int fd, int family, unsigned port) {
         struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
-        struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t) port),
+        struct sockaddr_in6 in6 = { .sin6_family = AF_INET6,
+                                    .sin6_port = htons((uint16_t) port),
                                     .sin6_addr = IN6ADDR_ANY_INIT };
 
         if (family == AF_INET)

@@ -90,8 +90,8 @@ static void serve(int conn) {
         else
                 snprintf(body, sizeof body, "pid=%d ppid=%d\n", (int) getpid(), (int) getppid());
         len = snprintf(response, sizeof response,
-                       "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s",
-                       strlen(body), body);
+                       "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s", strlen(body),
+                       body);
         if (write(conn, response, (size_t) len) != len)
                 fprintf(stderr, "pid1-server: short write\n");
 }

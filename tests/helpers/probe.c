@@ -48,7 +48,7 @@ struct fd_info {
         bool cloexec;
         const char *type; /* sock-stream|sock-dgram|pipe|file|chr|other */
         bool listening;
-        const char *family; /* ipv4|ipv6|unix|other, NULL if not a socket */
+        const char *family;     /* ipv4|ipv6|unix|other, NULL if not a socket */
         char address[PATH_MAX]; /* local address of a socket, "" if none */
         int port;               /* -1 unless ipv4/ipv6 */
         char target[PATH_MAX];  /* readlink of /proc/self/fd/N */
@@ -209,8 +209,7 @@ static void inspect_socket(struct fd_info *fi) {
                                           : 0;
                 fi->family = "unix";
                 if (path_len > 0 && sun->sun_path[0] == '\0') /* abstract: shown as @name */
-                        snprintf(fi->address, sizeof(fi->address), "@%.*s", (int) (path_len - 1),
-                                 sun->sun_path + 1);
+                        snprintf(fi->address, sizeof(fi->address), "@%.*s", (int) (path_len - 1), sun->sun_path + 1);
                 else if (path_len > 0)
                         snprintf(fi->address, sizeof(fi->address), "%.*s", (int) strnlen(sun->sun_path, path_len),
                                  sun->sun_path);
@@ -279,7 +278,8 @@ static void read_status(char *ret_sigblk, char *ret_sigign, size_t size) {
         fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 die(EXIT_FAILURE, "cannot open /proc/self/status: %s", strerror(errno));
-        while (got < sizeof(buf) - 1 && ((k = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0 || (k < 0 && errno == EINTR)))
+        while (got < sizeof(buf) - 1 &&
+               ((k = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0 || (k < 0 && errno == EINTR)))
                 if (k > 0)
                         got += (size_t) k;
         buf[got] = '\0';

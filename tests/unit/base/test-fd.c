@@ -36,7 +36,7 @@ static void child_close_above_keep(void) {
         if (fd_range((unsigned) fds[1] + 1, ~0U, FD_CLOSE) < 0)
                 exit(10);
         if (!is_open(0) || !is_open(fds[0]) || !is_open(fds[1]))
-                exit(11);       /* below the range: untouched */
+                exit(11); /* below the range: untouched */
         if (is_open(fds[2]) || is_open(fds[3]))
                 exit(12);
         exit(0);
@@ -54,7 +54,7 @@ static void child_close_all_but_one(void) {
         for (int fd = 0; fd < 256; fd++)
                 if (fd != fds[1] && is_open(fd))
                         _exit(12);
-        _exit(0);       /* stdio is gone: no exit() */
+        _exit(0); /* stdio is gone: no exit() */
 }
 
 static void child_cloexec(void) {
@@ -68,7 +68,7 @@ static void child_cloexec(void) {
         if (!is_cloexec(fds[1]) || !is_cloexec(fds[2]) || !is_cloexec(fds[3]))
                 exit(12);
         if (!is_open(fds[1]) || !is_open(fds[3]))
-                exit(13);       /* marked, not closed */
+                exit(13); /* marked, not closed */
         exit(0);
 }
 
@@ -110,11 +110,7 @@ static void child_writer(void) {
 }
 
 static void (*const children[])(void) = {
-        child_close_above_keep,
-        child_close_all_but_one,
-        child_cloexec,
-        child_empty_range,
-        child_writer,
+        child_close_above_keep, child_close_all_but_one, child_cloexec, child_empty_range, child_writer,
 };
 
 START_TEST(test_fd_range) {

@@ -142,7 +142,7 @@ static void child_dropped_then_said(void) {
                 log_error("a line that does not fit %d", i);
         flags = fcntl(STDERR_FILENO, F_GETFL);
         if (flags < 0 || (flags & O_NONBLOCK))
-                exit(10);       /* the shared file description changed */
+                exit(10); /* the shared file description changed */
         (void) drain(r, buf, sizeof buf);
         log_error("the pipe drained");
         (void) drain(r, buf, sizeof buf);

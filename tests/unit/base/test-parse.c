@@ -10,7 +10,6 @@
 #include "parse.h"
 #include "unit.h"
 
-
 /* ---- parse_uint ---------------------------------------------------------- */
 
 START_TEST(test_parse_uint_valid) {
@@ -74,8 +73,8 @@ START_TEST(test_parse_uint_errors) {
         int r = parse_uint(parse_uint_errors[_i].text, parse_uint_errors[_i].min, parse_uint_errors[_i].max, &v);
 
         ck_assert_msg(r == parse_uint_errors[_i].error, "'%s' in [%lu, %lu]: expected %d, got %d",
-                      parse_uint_errors[_i].text ? parse_uint_errors[_i].text : "(null)",
-                      parse_uint_errors[_i].min, parse_uint_errors[_i].max, parse_uint_errors[_i].error, r);
+                      parse_uint_errors[_i].text ? parse_uint_errors[_i].text : "(null)", parse_uint_errors[_i].min,
+                      parse_uint_errors[_i].max, parse_uint_errors[_i].error, r);
         ck_assert_uint_eq(v, 4242); /* untouched */
 }
 END_TEST
@@ -123,8 +122,8 @@ static const struct {
         { ".5", 500 * MS },
         { "5.", 5 * S },
         { "007", 7 * S },
-        { "0.0000001", 0 },                  /* below a µs */
-        { "30d", 30 * DAY },                  /* the longest */
+        { "0.0000001", 0 },  /* below a µs */
+        { "30d", 30 * DAY }, /* the longest */
         { "720h", 30 * DAY },
         { "2592000", 30 * DAY },
         { "2592000000ms", 30 * DAY },

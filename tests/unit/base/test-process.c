@@ -362,15 +362,15 @@ START_TEST(test_peer_reaped_is_nobody) {
         ck_assert(peer_descends_from(&p, getpid()));
         ck_assert_int_eq(kill(child, SIGKILL), 0);
         ck_assert_int_eq(waitid(P_PID, (id_t) child, &info, WEXITED | WNOWAIT), 0);
-        ck_assert(peer_exited(&p));                     /* a zombie: exited… */
-        ck_assert(peer_descends_from(&p, child));       /* …and still itself */
+        ck_assert(peer_exited(&p));               /* a zombie: exited… */
+        ck_assert(peer_descends_from(&p, child)); /* …and still itself */
         ck_assert(peer_descends_from(&p, getpid()));
         unit_wait_bounded(child);
         ck_assert(peer_exited(&p));
         ck_assert(!peer_descends_from(&p, child));
         ck_assert(!peer_descends_from(&p, getpid()));
         peer_done(&p);
-        peer_done(&p);  /* twice is harmless */
+        peer_done(&p); /* twice is harmless */
 }
 END_TEST
 

@@ -192,7 +192,7 @@ END_TEST
 /* ---- handlers that change the table -------------------------------------- */
 
 struct remover {
-        int victim;             /* the fd to remove */
+        int victim; /* the fd to remove */
         int calls;
         struct seen *victim_seen;
 };
@@ -326,7 +326,7 @@ struct reuse {
         struct loop *loop;
         int fds[2];
         struct seen *seen_new;
-        int replaced;           /* the fd number reused, -1 until then */
+        int replaced; /* the fd number reused, -1 until then */
 };
 
 static int replace_the_other(struct loop *l, int fd, uint32_t revents, void *userdata) {
@@ -342,7 +342,7 @@ static int replace_the_other(struct loop *l, int fd, uint32_t revents, void *use
         ck_assert_int_eq(close(other), 0);
         t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         ck_assert_int_ge(t, 0);
-        if (t != other) {       /* the lowest free number is often other's */
+        if (t != other) { /* the lowest free number is often other's */
                 ck_assert_int_eq(dup3(t, other, O_CLOEXEC), other);
                 ck_assert_int_eq(close(t), 0);
         }
@@ -494,8 +494,7 @@ END_TEST
 
 int main(void) {
         Suite *s = suite_create("loop");
-        TCase *sources = tcase_create("sources"), *changes = tcase_create("changes"),
-              *timers = tcase_create("timers");
+        TCase *sources = tcase_create("sources"), *changes = tcase_create("changes"), *timers = tcase_create("timers");
 
         tcase_add_test(sources, test_pipe_readable_dispatches_its_handler);
         tcase_add_test(sources, test_add_rejects_bad_fd_duplicate_and_no_handler);

@@ -39,8 +39,8 @@ START_TEST(test_kill_is_forwarded_terminal_is_not_unless_group) {
 
         ck_assert(signal_classify(&user, false).forward);
         ck_assert(signal_classify(&user, true).forward);
-        ck_assert(!signal_classify(&tty, false).forward);      /* COMMAND got its own copy */
-        ck_assert(signal_classify(&tty, true).forward);        /* it did not: other group */
+        ck_assert(!signal_classify(&tty, false).forward); /* COMMAND got its own copy */
+        ck_assert(signal_classify(&tty, true).forward);   /* it did not: other group */
         ck_assert(signal_classify(&user, false).shutdown && signal_classify(&tty, false).shutdown);
 }
 END_TEST
@@ -50,8 +50,8 @@ START_TEST(test_shutdown_signals) {
                                 hup_tty = info(SIGHUP, SI_KERNEL, 0), usr1 = info(SIGUSR1, SI_USER, 1);
 
         ck_assert(signal_classify(&term, false).shutdown);
-        ck_assert(!signal_classify(&hup_user, false).shutdown);  /* a reload, or a restart request */
-        ck_assert(signal_classify(&hup_tty, false).shutdown);    /* the terminal went away */
+        ck_assert(!signal_classify(&hup_user, false).shutdown); /* a reload, or a restart request */
+        ck_assert(signal_classify(&hup_tty, false).shutdown);   /* the terminal went away */
         ck_assert(!signal_classify(&usr1, false).shutdown);
 }
 END_TEST
@@ -65,7 +65,7 @@ START_TEST(test_terminal_stops_stop_prebind_too) {
 
                 ck_assert(v.stop_self && !v.forward);
                 v = signal_classify(&user, false);
-                ck_assert(!v.stop_self && v.forward);                  /* kill -TSTP: for COMMAND */
+                ck_assert(!v.stop_self && v.forward); /* kill -TSTP: for COMMAND */
         }
 }
 END_TEST

@@ -32,7 +32,6 @@
 #include "preload.h"
 #include "unit.h"
 
-
 /* ---- the PREBIND_INTERCEPT list ---------------------------------------- */
 
 START_TEST(test_ports_parse) {
@@ -54,9 +53,10 @@ END_TEST
 
 START_TEST(test_ports_parse_invalid) {
         static const char *const bad[] = {
-                "", "6379", "6379/", "/tcp", "0/tcp", "65536/tcp", "99999999/tcp", "-1/tcp", "6379/sctp",
-                "6379/TCP", "6379/tcp,", ",6379/tcp", "6379/tcp,,1/udp", " 6379/tcp", "6379 /tcp", "6379/tcpx",
-                "123456/tcp", "6379/tcp;1/udp",
+                "",          "6379",         "6379/",           "/tcp",      "0/tcp",
+                "65536/tcp", "99999999/tcp", "-1/tcp",          "6379/sctp", "6379/TCP",
+                "6379/tcp,", ",6379/tcp",    "6379/tcp,,1/udp", " 6379/tcp", "6379 /tcp",
+                "6379/tcpx", "123456/tcp",   "6379/tcp;1/udp",
         };
         struct intercept_port p[4];
         size_t n = 7;
@@ -249,7 +249,7 @@ START_TEST(test_check_program) {
 
         /* An ELF file without PT_INTERP: statically linked. */
         snprintf(path, sizeof path, "%s/static", scratch);
-        elf[16] = 2;    /* ET_EXEC */
+        elf[16] = 2; /* ET_EXEC */
         write_file(path, elf, sizeof elf, 0755);
         ck_assert_int_eq(preload_check_program(path, &reason), -EPERM);
         ck_assert_ptr_nonnull(strstr(reason, "statically linked"));
@@ -341,10 +341,10 @@ END_TEST
 
 /* ---- the broker and the interposer, end to end ------------------------- */
 
-#define WANTED 48123    /* the port the "server" binds: never bound for real */
+#define WANTED 48123 /* the port the "server" binds: never bound for real */
 
 struct fixture {
-        int tcp, udp;           /* prebind's sockets */
+        int tcp, udp; /* prebind's sockets */
         unsigned tcp_port, udp_port;
         struct broker *broker;
 };
@@ -399,7 +399,8 @@ static pid_t spawn_client(const struct broker *broker, const char *scenario, boo
         pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
-                char *env[] = { preload, (char *) broker_env_address(broker), (char *) broker_env_ports(broker), NULL };
+                char *env[] = { preload, (char *) broker_env_address(broker), (char *) broker_env_ports(broker),
+                                NULL };
                 char *argv[] = { (char *) client, (char *) scenario, wanted, tcp, udp, NULL };
                 if (!with_broker)
                         env[1] = NULL;
@@ -496,8 +497,9 @@ START_TEST(test_other_port_is_named) {
         ck_assert_int_eq(run_client("other", true, 0), 0);
         ck_assert(!broker_all_claimed(fx.broker));
         broker_describe_unmet(fx.broker, why, sizeof why);
-        ck_assert_msg(strcmp(why, "did not claim port 48123/tcp or 48123/udp (it bound 0.0.0.0:48124/tcp instead)")
-                      == 0, "%s", why);
+        ck_assert_msg(strcmp(why, "did not claim port 48123/tcp or 48123/udp (it bound 0.0.0.0:48124/tcp instead)") ==
+                              0,
+                      "%s", why);
         /* Port 0 binds are not reported. */
         ck_assert_msg(!strstr(why, ":0/"), "%s", why);
 }
@@ -645,7 +647,7 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
                 ck_assert_int_ge(loop_dispatch_once(loop, 20), 0);
                 if (!exited && exited_unreaped(pid)) {
                         exited = true;
-                        readiness_hear(r);      /* as the supervisor does before reaping */
+                        readiness_hear(r); /* as the supervisor does before reaping */
                         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
                         readiness_forget_child(r);
                         if (!timeout_usec)
@@ -684,7 +686,8 @@ START_TEST(test_readiness_times_out_naming_the_port) {
 
         ck_assert_int_eq(calls.met, 0);
         ck_assert_int_eq(calls.timed_out, 1);
-        ck_assert_msg(strstr(why, "did not claim port 48123/tcp or 48123/udp (no bind() of a port reached"), "%s", why);
+        ck_assert_msg(strstr(why, "did not claim port 48123/tcp or 48123/udp (no bind() of a port reached"), "%s",
+                      why);
 }
 END_TEST
 

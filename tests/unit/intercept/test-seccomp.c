@@ -23,8 +23,8 @@
 START_TEST(test_parse_tgid) {
         pid_t tgid = 0;
 
-        ck_assert_int_eq(intercept_seccomp_parse_tgid("Name:\tgo\nUmask:\t0022\nState:\tS\nTgid:\t4242\nNgid:\t0\n",
-                                                      &tgid), 0);
+        ck_assert_int_eq(
+                intercept_seccomp_parse_tgid("Name:\tgo\nUmask:\t0022\nState:\tS\nTgid:\t4242\nNgid:\t0\n", &tgid), 0);
         ck_assert_int_eq(tgid, 4242);
         ck_assert_int_eq(intercept_seccomp_parse_tgid("Tgid:\t7", &tgid), 0);
         ck_assert_int_eq(tgid, 7);
@@ -42,8 +42,8 @@ END_TEST
 START_TEST(test_parse_fdinfo_flags) {
         unsigned flags = 0;
 
-        ck_assert_int_eq(intercept_seccomp_parse_fdinfo_flags("pos:\t0\nflags:\t02000002\nmnt_id:\t8\nino:\t1\n",
-                                                              &flags), 0);
+        ck_assert_int_eq(
+                intercept_seccomp_parse_fdinfo_flags("pos:\t0\nflags:\t02000002\nmnt_id:\t8\nino:\t1\n", &flags), 0);
         ck_assert_uint_eq(flags, 02000002);
         ck_assert(flags & O_CLOEXEC);
         ck_assert_int_eq(intercept_seccomp_parse_fdinfo_flags("pos:\t0\nflags:\t04002\n", &flags), 0);
@@ -87,19 +87,20 @@ static unsigned short port_of(int fd) {
         socklen_t len = sizeof ss;
         uint16_t port = 0;
 
-        if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0 || !intercept_sockaddr_port((struct sockaddr *) &ss,
-                                                                                           len, &port))
+        if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0 ||
+            !intercept_sockaddr_port((struct sockaddr *) &ss, len, &port))
                 return 0;
         return port;
 }
 
 static int bind_again(int fd, int family, unsigned short port) {
-        struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(port),
+        struct sockaddr_in in = { .sin_family = AF_INET,
+                                  .sin_port = htons(port),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
 
-        return family == AF_INET ? bind(fd, (struct sockaddr *) &in, sizeof in) :
-                                   bind(fd, (struct sockaddr *) &in6, sizeof in6);
+        return family == AF_INET ? bind(fd, (struct sockaddr *) &in, sizeof in)
+                                 : bind(fd, (struct sockaddr *) &in6, sizeof in6);
 }
 
 static int bind_port(int family, int type, unsigned short port) {
@@ -160,7 +161,7 @@ START_TEST(test_whole_path) {
         pid_t pid;
 
         if (intercept_seccomp_probe(&flags) < 0)
-                return;         /* an old kernel, or under another listener: the fallback's business */
+                return; /* an old kernel, or under another listener: the fallback's business */
         if (_i == 1)
                 flags = 0;
         listening = bind_port(AF_INET, SOCK_STREAM, 0);

@@ -25,9 +25,13 @@ START_TEST(test_interest_every_state) {
                 for (size_t b = 0; b < 4; b++)
                         for (int bits = 0; bits < 16; bits++) {
                                 struct forward_flow fl[2] = {
-                                        { .pending = pendings[a], .capacity = cap, .read_eof = bits & 1,
+                                        { .pending = pendings[a],
+                                          .capacity = cap,
+                                          .read_eof = bits & 1,
                                           .pipe_full = (bits >> 1) & 1 },
-                                        { .pending = pendings[b], .capacity = cap, .read_eof = (bits >> 2) & 1,
+                                        { .pending = pendings[b],
+                                          .capacity = cap,
+                                          .read_eof = (bits >> 2) & 1,
                                           .pipe_full = (bits >> 3) & 1 },
                                 };
                                 for (int x = 0; x < 2; x++) {
@@ -103,7 +107,8 @@ static int loopback_socket(bool listening) {
 }
 
 static int connect_to(uint16_t port) {
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons(port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -157,8 +162,8 @@ static ssize_t read_some(struct loop *l, int fd, char *buf, size_t len) {
 
 struct world {
         struct loop *loop;
-        int outside;            /* the published socket */
-        int inside;             /* the server's own listening socket */
+        int outside; /* the published socket */
+        int inside;  /* the server's own listening socket */
         struct forwarder *f;
         int made;
 };
@@ -332,7 +337,7 @@ START_TEST(test_max_connections_stops_accepting) {
         world_open(&w, true, 1, 0);
         c1 = connect_to(port_of(w.outside));
         s1 = accept_inside(w.loop, w.inside);
-        c2 = connect_to(port_of(w.outside));   /* waits in the backlog */
+        c2 = connect_to(port_of(w.outside)); /* waits in the backlog */
         run_loop(w.loop, 50);
         forwarder_get_stats(w.f, &st);
         ck_assert_uint_eq(st.accepted, 1);
@@ -391,7 +396,7 @@ START_TEST(test_backpressure_without_busy_loop_then_all_bytes_arrive) {
                 idle = k > 0 ? 0 : idle + 1;
                 (void) loop_dispatch_once(w.loop, 1);
         }
-        ck_assert_uint_lt(sent, TOTAL);        /* the buffers are bounded */
+        ck_assert_uint_lt(sent, TOTAL); /* the buffers are bounded */
         for (int i = 0; i < 20; i++) {
                 int r = loop_dispatch_once(w.loop, 5);
                 ck_assert_int_ge(r, 0);
@@ -404,8 +409,10 @@ START_TEST(test_backpressure_without_busy_loop_then_all_bytes_arrive) {
         for (int i = 0; i < 200000 && got < TOTAL; i++) {
                 ssize_t k;
 
-                if (sent < TOTAL && (k = send(client, chunk + sent % 65536, 65536 - sent % 65536 < TOTAL - sent ?
-                                              65536 - sent % 65536 : TOTAL - sent, MSG_DONTWAIT)) > 0)
+                if (sent < TOTAL &&
+                    (k = send(client, chunk + sent % 65536,
+                              65536 - sent % 65536 < TOTAL - sent ? 65536 - sent % 65536 : TOTAL - sent,
+                              MSG_DONTWAIT)) > 0)
                         sent += (size_t) k;
                 (void) loop_dispatch_once(w.loop, 1);
                 while ((k = recv(server, buf, 65536, 0)) > 0) {
@@ -467,7 +474,7 @@ START_TEST(test_probe_finds_a_server_on_ipv6_loopback_only) {
         int inside = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
         if (inside < 0 || bind(inside, (struct sockaddr *) &a, sizeof a) < 0)
-                return;         /* no IPv6 here */
+                return; /* no IPv6 here */
         ck_assert_int_eq(listen(inside, 4), 0);
         ck_assert_int_eq(getsockname(inside, (struct sockaddr *) &a, &len), 0);
         ck_assert_int_eq(loop_new(&l), 0);

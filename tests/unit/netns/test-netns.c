@@ -92,7 +92,6 @@ START_TEST(test_without_a_known_cause) {
 }
 END_TEST
 
-
 int main(void) {
         Suite *s = suite_create("netns");
         TCase *tc = tcase_create("explain");

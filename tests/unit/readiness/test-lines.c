@@ -11,7 +11,6 @@
 #include "lines.h"
 #include "unit.h"
 
-
 static struct line_regex *re;
 static struct line_tail tail;
 static struct line_matcher m;
@@ -35,27 +34,27 @@ static void done(void) {
 static const struct {
         const char *pattern;
         const char *output;
-        size_t len;             /* 0: strlen */
-        const char *matched;    /* NULL: no line matches (before flush) */
-        const char *flushed;    /* what matches at flush, if not before */
+        size_t len;          /* 0: strlen */
+        const char *matched; /* NULL: no line matches (before flush) */
+        const char *flushed; /* what matches at flush, if not before */
 } cases[] = {
         { "ready", "starting\nready to accept\n", 0, "ready to accept", NULL },
         { "^ready$", "ready\n", 0, "ready", NULL },
         { "^ready$", "not ready\nready\n", 0, "ready", NULL },
-        { "ready$", "ready\r\n", 0, "ready", NULL },            /* CRLF */
-        { "^ready$", "ready\r\r\n", 0, NULL, NULL },            /* one \r only */
+        { "ready$", "ready\r\n", 0, "ready", NULL }, /* CRLF */
+        { "^ready$", "ready\r\r\n", 0, NULL, NULL }, /* one \r only */
         { "database system is ready to accept connections",
           "LOG:  database system was shut down\nLOG:  database system is ready to accept connections\n", 0,
           "LOG:  database system is ready to accept connections", NULL },
         { "\\* Ready to accept connections", "1:M * Server initialized\n1:M * Ready to accept connections tcp\n", 0,
           "1:M * Ready to accept connections tcp", NULL },
         { "port [0-9]+", "listening on port 5432\n", 0, "listening on port 5432", NULL },
-        { "^$", "\n", 0, "", NULL },                            /* an empty line */
+        { "^$", "\n", 0, "", NULL }, /* an empty line */
         { "a|b", "xyz\nb\n", 0, "b", NULL },
-        { "ready", "ready", 0, NULL, "ready" },                 /* no newline: only at EOF */
+        { "ready", "ready", 0, NULL, "ready" }, /* no newline: only at EOF */
         { "ready", "abc\nrea", 0, NULL, NULL },
-        { "ready", "rea\ndy\n", 0, NULL, NULL },                /* a newline splits it */
-        { "ready", "a\0ready\n", 8, "a", NULL },                /* a NUL is a character */
+        { "ready", "rea\ndy\n", 0, NULL, NULL }, /* a newline splits it */
+        { "ready", "a\0ready\n", 8, "a", NULL }, /* a NUL is a character */
         { "^ready", "a\0ready\n", 8, NULL, NULL },
         { "x\\.y", "xzy\nx.y\n", 0, "x.y", NULL },
         { "[[:digit:]]{3}", "12\n123\n", 0, "123", NULL },
@@ -189,17 +188,17 @@ END_TEST
  * before the compiler sees the pattern. NULL: accepted. */
 static const struct {
         const char *pattern;
-        const char *refused;    /* a part of the message */
+        const char *refused; /* a part of the message */
 } dialect[] = {
         { "(a)\\1", "back-references" },
         { "\\9", "back-references" },
         { "x(.*)y\\1$", "back-references" },
-        { "\\\\1", NULL },            /* an escaped backslash, then '1' */
+        { "\\\\1", NULL }, /* an escaped backslash, then '1' */
         { "\\\\\\1", "back-references" },
-        { "\\0", "'\\0' is not supported" },  /* TRE: a back-reference; musl: '0' */
+        { "\\0", "'\\0' is not supported" }, /* TRE: a back-reference; musl: '0' */
         { "a\\.b", NULL },
-        { "[\\1]", NULL },              /* a bracket: backslash and '1' */
-        { "[]\\1]", NULL },             /* ']' first is a member */
+        { "[\\1]", NULL },  /* a bracket: backslash and '1' */
+        { "[]\\1]", NULL }, /* ']' first is a member */
         { "[^]\\1]x", NULL },
         { "[]\\1]\\1", "back-references" },
         { "[[:digit:]\\1]", NULL },
@@ -230,15 +229,16 @@ static const struct {
         { "a{2}{3}", NULL },
         { "a{1,255}{1,255}", "too big: 65025 parts" },
         { "(a{1,255}){1,255}{1,4}", "too big" },
-        { "^{28}{110}{1,110}{7}", "too big" },       /* no position, but 2.4 million parts (fuzzer) */
+        { "^{28}{110}{1,110}{7}", "too big" }, /* no position, but 2.4 million parts (fuzzer) */
         { "(){255}{255}", "too big" },
         { "(|a){255}{255}", "too big" },
         { "(.*a){255}x", NULL },
         { "(.*a.*a.*a.*a){100}x", "too complex" },
-        { "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((a))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))",
+        { "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((a))))))))))))))))))))))))))))))))))))))))"
+          "))))))))))))))))))))))))))",
           "nest deeper" },
         { "a)", "unmatched ')'" },
-        { "\\\\)", "unmatched ')'" },     /* TRE 0.8 ran out of memory on it */
+        { "\\\\)", "unmatched ')'" }, /* TRE 0.8 ran out of memory on it */
         { "a\\)", NULL },
         { "(\\\\)", NULL },
         { "(a|)()", NULL },
@@ -269,11 +269,11 @@ static const struct {
         { "ready", 5, 5 + 4 + 1 },
         { "a|b", 2, 2 + 0 + 2 },
         { "a*", 1, 1 + 1 + 1 },
-        { "(.*a){2}", 4, 4 + (2 + 2 + 2) + 2 },  /* .*a.*a: . loops twice, .→a, a→. a→a, .→a */
+        { "(.*a){2}", 4, 4 + (2 + 2 + 2) + 2 }, /* .*a.*a: . loops twice, .→a, a→. a→a, .→a */
         { "a{3}", 3, 3 + 2 + 1 },
-        { "[a-z0-9_]x", 1 + 1, 2 + 3 + 3 },     /* three ranges into x, and to start */
-        { "[^a]", 1, 1 + 0 + 2 },               /* a negated set: one range more */
-        { "^$", 2, 1 },                         /* assertions: parts, but no position (cost at least 1) */
+        { "[a-z0-9_]x", 1 + 1, 2 + 3 + 3 }, /* three ranges into x, and to start */
+        { "[^a]", 1, 1 + 0 + 2 },           /* a negated set: one range more */
+        { "^$", 2, 1 },                     /* assertions: parts, but no position (cost at least 1) */
 };
 
 START_TEST(test_cost) {
@@ -346,10 +346,10 @@ START_TEST(test_prefix) {
         ck_assert_uint_eq(line_matcher_feed_max(&m), line_regex_prefix(re));
         memset(big, 'a', len);
         big[len] = '\n';
-        big[line_regex_prefix(re) + 1] = 'x';   /* beyond the prefix: not seen */
+        big[line_regex_prefix(re) + 1] = 'x'; /* beyond the prefix: not seen */
         ck_assert(!line_matcher_feed(&m, big, len + 1));
         big[line_regex_prefix(re) + 1] = 'a';
-        big[line_regex_prefix(re) - 1] = 'x';   /* the prefix's last byte: seen */
+        big[line_regex_prefix(re) - 1] = 'x'; /* the prefix's last byte: seen */
         ck_assert(line_matcher_feed(&m, big, len + 1));
         done();
         ck_assert_uint_eq(line_regex_prefix(NULL), LINE_MATCH_MAX);
@@ -399,7 +399,7 @@ START_TEST(test_tail_from_two_streams) {
         ck_assert(!line_matcher_feed(&err, "ing\n", 4));
         ck_assert(!line_matcher_feed(&out, "o\n", 2));
         ck_assert(!line_matcher_feed(&out, "three", 5));
-        ck_assert(!line_matcher_flush(&out));   /* no regex: never a match */
+        ck_assert(!line_matcher_flush(&out)); /* no regex: never a match */
         ck_assert_uint_eq(tail.count, 4);
         ck_assert_str_eq(line_tail_get(&tail, 0), "one");
         ck_assert_str_eq(line_tail_get(&tail, 1), "warning");

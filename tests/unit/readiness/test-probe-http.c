@@ -12,7 +12,6 @@
 #include "probe-http.h"
 #include "unit.h"
 
-
 /* The parser on exactly len bytes of text, in a buffer of that size. */
 static int parse(const char *text, size_t len, int *status) {
         char *buf = malloc(len ? len : 1);
@@ -26,7 +25,7 @@ static int parse(const char *text, size_t len, int *status) {
 
 static const struct {
         const char *text;
-        int status;             /* 0: -EBADMSG at the end, -1: -EAGAIN at the end */
+        int status; /* 0: -EBADMSG at the end, -1: -EAGAIN at the end */
         bool ready;
 } answers[] = {
         { "HTTP/1.1 200 OK\r\n\r\n", 200, true },
@@ -42,8 +41,8 @@ static const struct {
         { "HTTP/1.1 500 Internal Server Error\r\n", 500, false },
         { "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n\r\n", 503, false },
         { "HTTP/1.1 599 x\r\n", 599, false },
-        { "HTTP/1.1 200\r\n", 200, true },                      /* no reason phrase */
-        { "HTTP/1.1 200\n", 200, true },                        /* bare LF */
+        { "HTTP/1.1 200\r\n", 200, true }, /* no reason phrase */
+        { "HTTP/1.1 200\n", 200, true },   /* bare LF */
         { "HTTP/1.1 200 \r\n", 200, true },
         { "HTTP/1.9 200 OK\r\n", 200, true },                   /* a later 1.x */
         { "HTTP/1.1 101 Switching Protocols\r\n", 101, false }, /* final, never asked for */
@@ -75,8 +74,8 @@ static const struct {
         { " HTTP/1.1 200 OK\r\n", 0, false },
         { "\r\nHTTP/1.1 200 OK\r\n", 0, false },
         { "SSH-2.0-OpenSSH_9.2\r\n", 0, false },
-        { "-ERR unknown command\r\n", 0, false },               /* redis */
-        { "\x16\x03\x01\x00", 0, false },                       /* TLS */
+        { "-ERR unknown command\r\n", 0, false }, /* redis */
+        { "\x16\x03\x01\x00", 0, false },         /* TLS */
         { "HTTP/1.1 100 Continue\r\n\r\nxyz", 0, false },
         { "HTTP/1.1 100 Continue\r\n\r\n\r\nHTTP/1.1 200 OK\r\n", 0, false },
 };
@@ -92,7 +91,7 @@ START_TEST(test_answer) {
                 ck_assert_int_eq(http_status_is_ready(status), answers[_i].ready);
         } else {
                 ck_assert_int_eq(r, answers[_i].status < 0 ? -EAGAIN : -EBADMSG);
-                ck_assert_int_eq(status, -42);  /* untouched */
+                ck_assert_int_eq(status, -42); /* untouched */
         }
 }
 END_TEST

@@ -38,8 +38,9 @@ static void on_readiness(enum readiness_event event, void *userdata) {
 }
 
 static struct config config_of(bool ready, uint64_t timeout_usec) {
-        return (struct config) { .port_fd = -1, .ready = ready, .ready_timeout_usec = timeout_usec,
-                                 .command = command };
+        return (struct config) {
+                .port_fd = -1, .ready = ready, .ready_timeout_usec = timeout_usec, .command = command
+        };
 }
 
 /* A readiness on a loop, with its callback counting into *calls. */
@@ -64,10 +65,10 @@ static void fixture_done(struct fixture *f) {
 }
 
 /* Dispatch until cond holds or about ms milliseconds passed. */
-#define DISPATCH_UNTIL(f, cond, ms)                                                     \
-        do {                                                                            \
-                for (int turn_ = 0; turn_ < (ms) / 10 && !(cond); turn_++)                       \
-                        ck_assert_int_ge(loop_dispatch_once((f)->loop, 10), 0);         \
+#define DISPATCH_UNTIL(f, cond, ms)                                                                                   \
+        do {                                                                                                          \
+                for (int turn_ = 0; turn_ < (ms) / 10 && !(cond); turn_++)                                            \
+                        ck_assert_int_ge(loop_dispatch_once((f)->loop, 10), 0);                                       \
         } while (0)
 
 /* Send message to the notification socket from this process. */

@@ -20,7 +20,6 @@
 #include "notify.h"
 #include "unit.h"
 
-
 /* ---- harness ------------------------------------------------------------- */
 
 /* The datagram in a buffer of exactly len bytes (len may be 0). */
@@ -171,25 +170,9 @@ END_TEST
 
 /* Flags are set by exactly "1": anything else is not READY=1. */
 static const char *const not_ready[] = {
-        "READY=0",
-        "READY=2",
-        "READY=11",
-        "READY=",
-        "READY=1 ",
-        "READY= 1",
-        "READY=01",
-        "READY=true",
-        "READY=1\r",
-        "READY=1\r\n",
-        "READY=+1",
-        "ready=1",
-        "Ready=1",
-        " READY=1",
-        "\tREADY=1",
-        "READY =1",
-        "XREADY=1",
-        "READY:1",
-        "READY==1",
+        "READY=0",    "READY=2",   "READY=11",    "READY=",   "READY=1 ", "READY= 1", "READY=01",
+        "READY=true", "READY=1\r", "READY=1\r\n", "READY=+1", "ready=1",  "Ready=1",  " READY=1",
+        "\tREADY=1",  "READY =1",  "XREADY=1",    "READY:1",  "READY==1",
 };
 
 START_TEST(test_not_ready) {
@@ -200,9 +183,13 @@ START_TEST(test_not_ready) {
 END_TEST
 
 static const char *const bad_errno[] = {
-        "ERRNO=", "ERRNO=-1", "ERRNO=4096", "ERRNO=99999999999999999999999", "ERRNO=abc", "ERRNO=2x", "ERRNO= 2",
-        "ERRNO=2 ", "ERRNO=+2", "ERRNO=0x2", "ERRNO=2.0", "ERRNO=\xff", "ERRNO=1\r",
-        "ERRNO=00000000000000000000000000000000002", /* longer than the parser's buffer */
+        "ERRNO=",     "ERRNO=-1",
+        "ERRNO=4096", "ERRNO=99999999999999999999999",
+        "ERRNO=abc",  "ERRNO=2x",
+        "ERRNO= 2",   "ERRNO=2 ",
+        "ERRNO=+2",   "ERRNO=0x2",
+        "ERRNO=2.0",  "ERRNO=\xff",
+        "ERRNO=1\r",  "ERRNO=00000000000000000000000000000000002", /* longer than the parser's buffer */
 };
 
 START_TEST(test_bad_errno) {
@@ -226,7 +213,7 @@ static const char *const bad_extend[] = {
 START_TEST(test_bad_extend) {
         struct notify_message m = parse(bad_extend[_i]);
 
-        ck_assert_msg(m.extend_usec == 0, "'%s' gave %llu", bad_extend[_i], (unsigned long long)m.extend_usec);
+        ck_assert_msg(m.extend_usec == 0, "'%s' gave %llu", bad_extend[_i], (unsigned long long) m.extend_usec);
 }
 END_TEST
 
@@ -342,7 +329,7 @@ START_TEST(test_garbage) {
 
         ck_assert_ptr_nonnull(buf);
         for (int round = 0; round < 2000; round++) {
-                size_t len = (size_t)(state % 4096);
+                size_t len = (size_t) (state % 4096);
                 for (size_t i = 0; i < len; i++) {
                         state = state * 6364136223846793005ULL + 1442695040888963407ULL;
                         switch ((state >> 33) % 8) {
@@ -356,11 +343,11 @@ START_TEST(test_garbage) {
                                 buf[i] = "READYSTOPINGLUCX_0123456789"[(state >> 40) % 27];
                                 break;
                         default:
-                                buf[i] = (char)(state >> 56);
+                                buf[i] = (char) (state >> 56);
                         }
                 }
                 state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-                (void)parse_bytes(buf, len, &copy);
+                (void) parse_bytes(buf, len, &copy);
                 free(copy);
         }
         free(buf);
@@ -381,11 +368,11 @@ static int count_fds(void) {
         return n - 1; /* the directory's own fd */
 }
 
-static struct notify_socket ns = {.fd = -1};
+static struct notify_socket ns = { .fd = -1 };
 static int sender = -1;
 
 static void socket_setup(void) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
         size_t len;
 
         ck_assert_int_eq(notify_socket_open(&ns), 0);
@@ -398,7 +385,8 @@ static void socket_setup(void) {
         sender = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         ck_assert_int_ge(sender, 0);
         ck_assert_int_eq(
-                connect(sender, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)), 0);
+                connect(sender, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)),
+                0);
 }
 
 static void socket_teardown(void) {
@@ -415,8 +403,8 @@ static void send_with_fds(const void *data, size_t len, int n_fds) {
                 struct cmsghdr header;
                 char space[CMSG_SPACE(sizeof(int) * 253)];
         } control;
-        struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
         int fds[253];
 
         ck_assert_int_le(n_fds, 253);
@@ -429,14 +417,14 @@ static void send_with_fds(const void *data, size_t len, int n_fds) {
                 }
                 memset(&control, 0, sizeof control);
                 msg.msg_control = &control;
-                msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n_fds);
+                msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t) n_fds);
                 c = CMSG_FIRSTHDR(&msg);
                 c->cmsg_level = SOL_SOCKET;
                 c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n_fds);
-                memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n_fds);
+                c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t) n_fds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t) n_fds);
         }
-        ck_assert_int_eq(sendmsg(sender, &msg, 0), (ssize_t)len);
+        ck_assert_int_eq(sendmsg(sender, &msg, 0), (ssize_t) len);
         for (int i = 0; i < n_fds; i++)
                 close(fds[i]);
 }

@@ -148,7 +148,8 @@ static int notify_listener(char *address, size_t size) {
         len = (socklen_t) strlen(address);
         memcpy(a.sun_path, address, len);
         a.sun_path[0] = '\0';
-        ck_assert_int_eq(bind(fd, (struct sockaddr *) &a, (socklen_t) offsetof(struct sockaddr_un, sun_path) + len), 0);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *) &a, (socklen_t) offsetof(struct sockaddr_un, sun_path) + len),
+                         0);
         return fd;
 }
 

@@ -25,7 +25,6 @@
 #include "sdproto.h"
 #include "unit.h"
 
-
 static void names_free(char **names) {
         for (size_t i = 0; names && names[i]; i++)
                 free(names[i]);
@@ -44,40 +43,40 @@ static void names_join(char **names, int n, char *buf, size_t size) {
 /* ---- counting ------------------------------------------------------------ */
 
 static const struct {
-        const char *pid;        /* "SELF" is the test's pid */
+        const char *pid; /* "SELF" is the test's pid */
         const char *fds;
         int expected;
 } counts[] = {
-        { NULL, "1", 0 },                       /* not activated */
-        { "SELF", NULL, 0 },                    /* LISTEN_FDS unset */
-        { "1", "1", 0 },                        /* another process's */
+        { NULL, "1", 0 },    /* not activated */
+        { "SELF", NULL, 0 }, /* LISTEN_FDS unset */
+        { "1", "1", 0 },     /* another process's */
         { "0", "1", 0 },
         { "", "1", 0 },
-        { "abc", "1", 0 },                      /* garbage: not ours either */
+        { "abc", "1", 0 }, /* garbage: not ours either */
         { "-1", "1", 0 },
-        { "SELF ", "1", 0 },                    /* trailing space: not our pid */
+        { "SELF ", "1", 0 }, /* trailing space: not our pid */
         { "SELF", "1", 1 },
         { "SELF", "2", 2 },
         { "SELF", "01", 1 },
-        { "SELF", "010", 8 },                   /* libsystemd's rule (safe_atoi): octal */
+        { "SELF", "010", 8 }, /* libsystemd's rule (safe_atoi): octal */
         { "SELF", "0x0a", 10 },
         { "SELF", "0o10", 8 },
         { "SELF", "0b10", 2 },
         { "SELF", "+1", 1 },
         { "SELF", " 1", 1 },
-        { "+SELF", "1", 1 },                    /* and for LISTEN_PID (parse_pid) */
+        { "+SELF", "1", 1 }, /* and for LISTEN_PID (parse_pid) */
         { " SELF", "1", 1 },
         { "0SELFOCT", "1", 1 },
         { "0xSELFHEX", "1", 1 },
         { "0oSELFOCT", "1", 1 },
-        { "SELF\n", "1", 0 },                   /* trailing: not a pid */
+        { "SELF\n", "1", 0 }, /* trailing: not a pid */
         { "0", "1", 0 },
         { "-SELF", "1", 0 },
         { "99999999999999999999", "1", 0 },
-        { "SELF", "2147483644", INT_MAX - 3 },  /* the last fd number still fits */
+        { "SELF", "2147483644", INT_MAX - 3 }, /* the last fd number still fits */
         { "SELF", "2147483645", -EINVAL },
         { "SELF", "2147483647", -EINVAL },
-        { "SELF", "2147483648", -ERANGE },      /* more than an int */
+        { "SELF", "2147483648", -ERANGE }, /* more than an int */
         { "SELF", "99999999999", -ERANGE },
         { "SELF", "0", -EINVAL },
         { "SELF", "00", -EINVAL },
@@ -88,7 +87,7 @@ static const struct {
         { "SELF", "1 ", -EINVAL },
         { "SELF", "0x", -EINVAL },
         { "SELF", "08", -EINVAL },
-        { "SELF", "2147483648x", -EINVAL },     /* a long: the garbage counts first */
+        { "SELF", "2147483648x", -EINVAL },           /* a long: the garbage counts first */
         { "SELF", "99999999999999999999x", -ERANGE }, /* no long: strtol()'s ERANGE first */
 };
 
@@ -128,13 +127,13 @@ static const struct {
         { NULL, 3, 0, "unknown|unknown|unknown" },
         { "web", 1, 0, "web" },
         { "web:admin", 2, 0, "web|admin" },
-        { "", 1, 0, "" },                       /* one empty name: the caller refuses it */
+        { "", 1, 0, "" }, /* one empty name: the caller refuses it */
         { "a:", 2, 0, "a|" },
         { ":", 2, 0, "|" },
         { "::", 3, 0, "||" },
         { "a::b", 3, 0, "a||b" },
-        { "a\nb", 1, 0, "a\nb" },               /* not judged here */
-        { "web", 2, -EINVAL, NULL },            /* the count must match */
+        { "a\nb", 1, 0, "a\nb" },    /* not judged here */
+        { "web", 2, -EINVAL, NULL }, /* the count must match */
         { "a:b", 1, -EINVAL, NULL },
         { "", 2, -EINVAL, NULL },
         { "a:b:c", 2, -EINVAL, NULL },
@@ -188,14 +187,14 @@ static void *libsystemd(void) {
 struct outcome {
         int r;
         char joined[512];
-        bool cloexec;           /* every fd 3..3+r-1 close-on-exec after the call */
-        bool unset;             /* LISTEN_* unset after the call */
+        bool cloexec; /* every fd 3..3+r-1 close-on-exec after the call */
+        bool unset;   /* LISTEN_* unset after the call */
 };
 
 static const struct activation {
         int sockets;
         const char *fds;
-        const char *fdnames;    /* NULL: unset */
+        const char *fdnames; /* NULL: unset */
         int expected;
         const char *joined;
 } activations[] = {
@@ -204,11 +203,11 @@ static const struct activation {
         { 2, "2", "a:", 2, "a|" },
         { 1, "1", "", 1, "" },
         { 1, "1", "a\nb", 1, "a\nb" },
-        { 3, "2", "a:b", 2, "a|b" },            /* fewer than passed: the rest is not ours */
+        { 3, "2", "a:b", 2, "a|b" }, /* fewer than passed: the rest is not ours */
         { 1, "1", "a:b", -EINVAL, NULL },
         { 2, "2", "a", -EINVAL, NULL },
-        { 1, "2", NULL, -EBADF, NULL },         /* fd 4 is not open */
-        { 1, "2", "a:b", -EBADF, NULL },        /* the fds are checked before the names */
+        { 1, "2", NULL, -EBADF, NULL },  /* fd 4 is not open */
+        { 1, "2", "a:b", -EBADF, NULL }, /* the fds are checked before the names */
         { 1, "2147483644", NULL, -EBADF, NULL },
         { 1, "2147483645", NULL, -EINVAL, NULL },
         { 1, "0", NULL, -EINVAL, NULL },
@@ -265,9 +264,9 @@ static const struct number_case {
         { "+1", NULL, 1 },
         { " 1", NULL, 1 },
         { "\t\n\r 2", NULL, 2 },
-        { "\v\f3", NULL, 3 },         /* strtol()'s own blanks */
+        { "\v\f3", NULL, 3 }, /* strtol()'s own blanks */
         { " +0x1", NULL, 1 },
-        { "0b 1", NULL, 1 },           /* strtol() after the prefix: blanks, sign */
+        { "0b 1", NULL, 1 }, /* strtol() after the prefix: blanks, sign */
         { "0o+10", NULL, 8 },
         { "0x", NULL, -EINVAL },
         { "0b", NULL, -EINVAL },
@@ -289,7 +288,7 @@ static const struct number_case {
         { "00", NULL, -EINVAL },
         { "0x0", NULL, -EINVAL },
         { "1e1", NULL, -EINVAL },
-        { "\xef\xbc\x91", NULL, -EINVAL },  /* a fullwidth 1 */
+        { "\xef\xbc\x91", NULL, -EINVAL }, /* a fullwidth 1 */
         { "0x7ffffffc", NULL, -EBADF },
         { "0x7ffffffd", NULL, -EINVAL },
         { "0x80000000", NULL, -ERANGE },
@@ -308,7 +307,7 @@ static const struct number_case {
         { "2", "0o%o", 2 },
         { "2", "0x%x", 2 },
         { "2", "0X%X", 2 },
-        { "2", "1%d", 0 },        /* another process's */
+        { "2", "1%d", 0 }, /* another process's */
 };
 
 /* Every row of numbers[], taken in one child of its own (12 sockets at
@@ -370,8 +369,10 @@ START_TEST(test_numbers) {
 
                 ck_assert_msg(ours[i] == numbers[i].expected, "LISTEN_FDS='%s' LISTEN_PID='%s': %d, expected %d",
                               numbers[i].fds, form, ours[i], numbers[i].expected);
-                ck_assert_msg(!compare || ours[i] == theirs[i], "LISTEN_FDS='%s' LISTEN_PID='%s': libsystemd %d, "
-                              "prebind %d", numbers[i].fds, form, theirs[i], ours[i]);
+                ck_assert_msg(!compare || ours[i] == theirs[i],
+                              "LISTEN_FDS='%s' LISTEN_PID='%s': libsystemd %d, "
+                              "prebind %d",
+                              numbers[i].fds, form, theirs[i], ours[i]);
         }
 }
 END_TEST
@@ -478,9 +479,9 @@ START_TEST(test_take_not_ours_unsets) {
                 setenv("LISTEN_FDS", "1", 1);
                 setenv("LISTEN_FDNAMES", "x", 1);
                 exit(sdproto_listen_fds(&names) == 0 && !names && !getenv("LISTEN_PID") && !getenv("LISTEN_FDS") &&
-                                      !getenv("LISTEN_FDNAMES")
-                              ? 0
-                              : 1);
+                                     !getenv("LISTEN_FDNAMES")
+                             ? 0
+                             : 1);
         }
         status = unit_wait_bounded(pid);
         ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -494,18 +495,18 @@ static const struct {
         int expected;
         size_t path_len; /* the bytes of sun_path the address covers */
 } addresses[] = {
-        { "/run/notify", 0, sizeof "/run/notify" },     /* with its NUL */
+        { "/run/notify", 0, sizeof "/run/notify" }, /* with its NUL */
         { "/x", 0, 3 },
-        { "@name", 0, 5 },                              /* "\0name": no NUL counted */
+        { "@name", 0, 5 }, /* "\0name": no NUL counted */
         { "@prebind/1234/abc", 0, 17 },
-        { "@\001\002", 0, 3 },                          /* abstract names are bytes */
+        { "@\001\002", 0, 3 }, /* abstract names are bytes */
         { "", -EINVAL, 0 },
         { "@", -EINVAL, 0 },
         { "/", -EINVAL, 0 },
         { "relative/path", -EINVAL, 0 },
         { "x@y", -EINVAL, 0 },
         { " /run/notify", -EINVAL, 0 },
-        { "vsock:2:1234", -EINVAL, 0 },                 /* libsystemd 253; not 252, nor us */
+        { "vsock:2:1234", -EINVAL, 0 }, /* libsystemd 253; not 252, nor us */
 };
 
 START_TEST(test_address) {
@@ -553,7 +554,7 @@ END_TEST
 /* ---- datagrams ------------------------------------------------------------ */
 
 static int receiver = -1;
-static char receiver_address[sizeof ((struct sockaddr_un *) 0)->sun_path + 1];
+static char receiver_address[sizeof((struct sockaddr_un *) 0)->sun_path + 1];
 static char receiver_dir[64];
 
 /* _i: 0 an abstract socket, 1 a socket file. */
@@ -599,7 +600,9 @@ static ssize_t receive(char *buf, size_t size, pid_t *ret_pid) {
                 char buf[CMSG_SPACE(sizeof(struct ucred))];
         } control;
         struct iovec iov = { .iov_base = buf, .iov_len = size };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof control };
+        struct msghdr msg = {
+                .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof control
+        };
         ssize_t n = recvmsg(receiver, &msg, MSG_DONTWAIT);
 
         *ret_pid = 0;
@@ -621,7 +624,8 @@ START_TEST(test_notify_sends_one_datagram) {
         setenv("NOTIFY_SOCKET", receiver_address, 1);
         ck_assert_int_eq(sdproto_notify("READY=1\nSTATUS=listening on http://127.0.0.1:1"), 1);
         ck_assert_int_eq(sdproto_notify("STOPPING=1"), 1);
-        ck_assert_int_eq(receive(buf, sizeof buf, &sender), (ssize_t) strlen("READY=1\nSTATUS=listening on http://127.0.0.1:1"));
+        ck_assert_int_eq(receive(buf, sizeof buf, &sender),
+                         (ssize_t) strlen("READY=1\nSTATUS=listening on http://127.0.0.1:1"));
         ck_assert(memcmp(buf, "READY=1\nSTATUS=listening on http://127.0.0.1:1", 46) == 0);
         ck_assert_int_eq(sender, getpid());
         ck_assert_int_eq(receive(buf, sizeof buf, &sender), 10);

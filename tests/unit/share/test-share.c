@@ -47,7 +47,7 @@ static char *describe(const char *const *args) {
         return text;
 }
 
-#define DESCRIBE(...) describe((const char *const[]){ __VA_ARGS__, NULL })
+#define DESCRIBE(...) describe((const char *const[]) { __VA_ARGS__, NULL })
 
 static void check_same(char *a, char *b) {
         ck_assert_str_eq(a, b);

@@ -26,10 +26,10 @@ struct valid_case {
         const char *text;
         int family;
         int type;
-        const char *host;       /* inet: numeric address; unix: "/path" or "@name" */
-        int port;               /* -1 for unix */
-        int64_t scope;          /* IPv6 scope id, or SCOPE_LO */
-        const char *name;       /* NULL: unnamed */
+        const char *host; /* inet: numeric address; unix: "/path" or "@name" */
+        int port;         /* -1 for unix */
+        int64_t scope;    /* IPv6 scope id, or SCOPE_LO */
+        const char *name; /* NULL: unnamed */
 };
 
 struct invalid_case {
@@ -106,8 +106,8 @@ static void check_invalid(const struct invalid_case *c) {
         memset(&spec, 0x5a, sizeof spec);
         before = spec;
         r = listen_spec_parse(c->text, &spec);
-        ck_assert_msg(r == c->error, "'%s': expected %d (%s), got %d (%s)", c->text, c->error,
-                      strerror(-c->error), r, r < 0 ? strerror(-r) : "success");
+        ck_assert_msg(r == c->error, "'%s': expected %d (%s), got %d (%s)", c->text, c->error, strerror(-c->error), r,
+                      r < 0 ? strerror(-r) : "success");
         ck_assert_mem_eq(&spec, &before, sizeof spec);
 }
 
@@ -247,12 +247,8 @@ START_TEST(test_valid_unix) {
 END_TEST
 
 static const struct invalid_case invalid_unix[] = {
-        { "@", -EINVAL },
-        { "/", -EINVAL },
-        { "unix:", -EINVAL },
-        { "unix:@", -EINVAL },
-        { "udp:@", -EINVAL },
-        { "udp:/", -EINVAL },
+        { "@", -EINVAL },      { "/", -EINVAL },     { "unix:", -EINVAL },
+        { "unix:@", -EINVAL }, { "udp:@", -EINVAL }, { "udp:/", -EINVAL },
 };
 
 START_TEST(test_invalid_unix) {
@@ -386,8 +382,12 @@ static const struct invalid_case invalid_named[] = {
         { "a:b=80", -EINVAL },
         { "a\tb=80", -EINVAL },
         { "a\nb=80", -EINVAL },
-        { "\x7f" "=80", -EINVAL },
-        { "w\xc3\xa9" "b=80", -EINVAL },
+        { "\x7f"
+          "=80",
+          -EINVAL },
+        { "w\xc3\xa9"
+          "b=80",
+          -EINVAL },
         { "web=65536", -ERANGE },
         { "web=[fe80::1%nosuchif0]:80", -ENODEV },
 };
@@ -609,7 +609,9 @@ START_TEST(test_sockaddr_unix_abstract) {
         check_strings(&a, len, "@n", "@n", -1);
 
         /* Embedded NULs are shown as '@' (as ss(8) does), control bytes as '?'. */
-        a = make_un("\0a\0b\x01" "c", 6, &len);
+        a = make_un("\0a\0b\x01"
+                    "c",
+                    6, &len);
         check_strings(&a, len, "@a@b?c", "@a@b?c", -1);
 
         /* The empty abstract name (autobind reports "\0" + 5 hex digits, but

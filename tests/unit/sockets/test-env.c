@@ -12,7 +12,7 @@
 #include "unit.h"
 
 /* A NULL-terminated string vector from literals, as the API takes it. */
-#define STRV(...) ((char *const *) (const char *const[]){ __VA_ARGS__, NULL })
+#define STRV(...) ((char *const *) (const char *const[]) { __VA_ARGS__, NULL })
 
 static struct bound_socket named(const char *name) {
         struct bound_socket s;
@@ -178,8 +178,8 @@ START_TEST(test_inherited_lookalikes_kept) {
                                               "listen_fds=4", "LISTEN_FDS", "NOTIFY_SOCKET=", "LISTEN_FD=5"),
                                          NULL, 0, two_sockets, 2, &env),
                          0);
-        check_envp(&env, STRV("LISTEN_FDS_EXTRA=1", "XLISTEN_FDS=2", "NOTIFY_SOCKETS=3", "listen_fds=4",
-                              "LISTEN_FD=5", "LISTEN_FDS=2", "LISTEN_FDNAMES=web:unknown", "LISTEN_PID="));
+        check_envp(&env, STRV("LISTEN_FDS_EXTRA=1", "XLISTEN_FDS=2", "NOTIFY_SOCKETS=3", "listen_fds=4", "LISTEN_FD=5",
+                              "LISTEN_FDS=2", "LISTEN_FDNAMES=web:unknown", "LISTEN_PID="));
         child_env_done(&env);
 }
 END_TEST
@@ -191,7 +191,7 @@ START_TEST(test_environ_null_or_empty) {
         check_envp(&env, STRV("LISTEN_FDS=2", "LISTEN_FDNAMES=web:unknown", "LISTEN_PID="));
         child_env_done(&env);
 
-        ck_assert_int_eq(child_env_build((char *const[]){ NULL }, NULL, 0, two_sockets, 2, &env), 0);
+        ck_assert_int_eq(child_env_build((char *const[]) { NULL }, NULL, 0, two_sockets, 2, &env), 0);
         check_envp(&env, STRV("LISTEN_FDS=2", "LISTEN_FDNAMES=web:unknown", "LISTEN_PID="));
         child_env_done(&env);
 
@@ -237,9 +237,8 @@ END_TEST
 START_TEST(test_setenv_overrides_inherited) {
         struct child_env env;
 
-        ck_assert_int_eq(child_env_build(STRV("FOO=old", "BAR=b", "FOOBAR=keep"), STRV("FOO=new"), 1, two_sockets, 2,
-                                         &env),
-                         0);
+        ck_assert_int_eq(
+                child_env_build(STRV("FOO=old", "BAR=b", "FOOBAR=keep"), STRV("FOO=new"), 1, two_sockets, 2, &env), 0);
         check_envp(&env, STRV("BAR=b", "FOOBAR=keep", "FOO=new", "LISTEN_FDS=2", "LISTEN_FDNAMES=web:unknown",
                               "LISTEN_PID="));
         ck_assert_str_eq(entry_of(env.envp, "FOO"), "FOO=new");
@@ -284,9 +283,8 @@ START_TEST(test_setenv_copy) {
         child_env_done(&env);
 
         /* An explicit NOTIFY_SOCKET=VALUE replaces the inherited one. */
-        ck_assert_int_eq(child_env_build(STRV("NOTIFY_SOCKET=/run/n"), STRV("NOTIFY_SOCKET=/x"), 1, two_sockets, 2,
-                                         &env),
-                         0);
+        ck_assert_int_eq(
+                child_env_build(STRV("NOTIFY_SOCKET=/run/n"), STRV("NOTIFY_SOCKET=/x"), 1, two_sockets, 2, &env), 0);
         check_envp(&env, STRV("NOTIFY_SOCKET=/x", "LISTEN_FDS=2", "LISTEN_FDNAMES=web:unknown", "LISTEN_PID="));
         child_env_done(&env);
 }

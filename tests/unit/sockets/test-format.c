@@ -17,7 +17,6 @@
 #include "socket.h"
 #include "unit.h"
 
-
 static struct bound_socket sock_in(const char *host, int port, int type, const char *name) {
         struct bound_socket s;
 
@@ -130,8 +129,7 @@ START_TEST(test_addr) {
         check_format(FORMAT_ADDR, s, 1, 1, 2, "@app\n");
 
         several(s);
-        check_format(FORMAT_ADDR, s, 5, 1, 2,
-                     "127.0.0.1:41234\n[::1]:41235\n/run/app.sock\n@app\n0.0.0.0:5353\n");
+        check_format(FORMAT_ADDR, s, 5, 1, 2, "127.0.0.1:41234\n[::1]:41235\n/run/app.sock\n@app\n0.0.0.0:5353\n");
         check_format(FORMAT_ADDR, s, 0, 1, 2, "");
 }
 END_TEST
@@ -375,8 +373,8 @@ START_TEST(test_utf8_every_code_point) {
                 if (cp >= 0xd800 && cp <= 0xdfff)
                         len = 0;
                 if (utf8_sequence_length((const char *) buf) != len)
-                        ck_abort_msg("U+%04lX: length %zu, expected %zu", cp,
-                                     utf8_sequence_length((const char *) buf), len);
+                        ck_abort_msg("U+%04lX: length %zu, expected %zu", cp, utf8_sequence_length((const char *) buf),
+                                     len);
         }
 }
 END_TEST
@@ -467,14 +465,14 @@ START_TEST(test_json_not_utf8) {
         } rows[] = {
                 { "/tmp/\xff", "/tmp/\\udcff" },
                 { "/tmp/\x80x", "/tmp/\\udc80x" },
-                { "/tmp/caf\xe9", "/tmp/caf\\udce9" },                  /* Latin-1 */
-                { "/tmp/\xc3\xa9\xc3", "/tmp/\xc3\xa9\\udcc3" },         /* cut short */
-                { "/tmp/\xc0\xaf", "/tmp/\\udcc0\\udcaf" },              /* overlong '/' */
-                { "/tmp/\xe0\x80\xaf", "/tmp/\\udce0\\udc80\\udcaf" },   /* overlong '/' */
-                { "/tmp/\xed\xa0\x80", "/tmp/\\udced\\udca0\\udc80" },   /* U+D800 */
+                { "/tmp/caf\xe9", "/tmp/caf\\udce9" },                            /* Latin-1 */
+                { "/tmp/\xc3\xa9\xc3", "/tmp/\xc3\xa9\\udcc3" },                  /* cut short */
+                { "/tmp/\xc0\xaf", "/tmp/\\udcc0\\udcaf" },                       /* overlong '/' */
+                { "/tmp/\xe0\x80\xaf", "/tmp/\\udce0\\udc80\\udcaf" },            /* overlong '/' */
+                { "/tmp/\xed\xa0\x80", "/tmp/\\udced\\udca0\\udc80" },            /* U+D800 */
                 { "/tmp/\xf4\x90\x80\x80", "/tmp/\\udcf4\\udc90\\udc80\\udc80" }, /* U+110000 */
-                { "/tmp/\xf0\x9f\x98\x80", "/tmp/\xf0\x9f\x98\x80" },    /* U+1F600 */
-                { "/tmp/\xef\xbf\xbf", "/tmp/\xef\xbf\xbf" },            /* U+FFFF */
+                { "/tmp/\xf0\x9f\x98\x80", "/tmp/\xf0\x9f\x98\x80" },             /* U+1F600 */
+                { "/tmp/\xef\xbf\xbf", "/tmp/\xef\xbf\xbf" },                     /* U+FFFF */
         };
         char *want = NULL;
 
@@ -631,10 +629,12 @@ START_TEST(test_env_longest_name) {
         s[0] = sock_in("127.0.0.1", 1, SOCK_STREAM, "unknown");
         s[1] = sock_in("127.0.0.1", 2, SOCK_STREAM, name);
         ck_assert_int_eq(format_addresses(FORMAT_ENV, s, 2, 1, 2, &text), 0);
-        ck_assert_int_gt(asprintf(&want, "\nPREBIND_%s_PORT=2\nPREBIND_%s_HOST=127.0.0.1\n"
-                                         "PREBIND_%s_ADDR=127.0.0.1:2\nPREBIND_%s_URL=http://127.0.0.1:2\n"
-                                         "PREBIND_%s_FD=4\nPREBIND_PID=1\n",
-                                  key, key, key, key, key), 0);
+        ck_assert_int_gt(asprintf(&want,
+                                  "\nPREBIND_%s_PORT=2\nPREBIND_%s_HOST=127.0.0.1\n"
+                                  "PREBIND_%s_ADDR=127.0.0.1:2\nPREBIND_%s_URL=http://127.0.0.1:2\n"
+                                  "PREBIND_%s_FD=4\nPREBIND_PID=1\n",
+                                  key, key, key, key, key),
+                         0);
         ck_assert_ptr_nonnull(strstr(text, want));
         free(want);
         free(text);
@@ -786,7 +786,7 @@ START_TEST(test_output_format_strings) {
 
         ck_assert_ptr_null(output_format_to_string(_FORMAT_MAX));
         ck_assert_ptr_null(output_format_to_string(_FORMAT_INVALID));
-        ck_assert_ptr_null(output_format_to_string((enum output_format) -1));
+        ck_assert_ptr_null(output_format_to_string((enum output_format) - 1));
         ck_assert_ptr_null(output_format_to_string((enum output_format) 100));
 }
 END_TEST

@@ -19,7 +19,6 @@
 #include "publish.h"
 #include "unit.h"
 
-
 /* The whole file, in a static buffer. */
 static const char *contents(const char *path) {
         static char buf[4096];
@@ -218,11 +217,13 @@ static struct bound_socket sockets[2];
 static void make_sockets(void) {
         memset(sockets, 0, sizeof sockets);
         sockets[0] = (struct bound_socket) { .fd = -1, .name = "web", .type = SOCK_STREAM };
-        sockets[0].addr.in = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons(41234),
+        sockets[0].addr.in = (struct sockaddr_in) { .sin_family = AF_INET,
+                                                    .sin_port = htons(41234),
                                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         sockets[0].addr_len = sizeof(struct sockaddr_in);
         sockets[1] = (struct bound_socket) { .fd = -1, .name = "unknown", .type = SOCK_STREAM };
-        sockets[1].addr.in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(8080),
+        sockets[1].addr.in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6,
+                                                      .sin6_port = htons(8080),
                                                       .sin6_addr = IN6ADDR_LOOPBACK_INIT };
         sockets[1].addr_len = sizeof(struct sockaddr_in6);
 }

@@ -13,7 +13,6 @@
 #include "template.h"
 #include "unit.h"
 
-
 static struct bound_socket sock_in(int family, const char *host, int port, int type, const char *name) {
         struct bound_socket s;
 
@@ -302,9 +301,10 @@ END_TEST
 
 /* What sh reads back from each path, as one word: the bytes themselves. */
 static const char *const hostile_paths[] = {
-        "/tmp/my dir/s.sock", "/tmp/$(touch X)", "/tmp/`id`", "/tmp/a;b&c|d", "/tmp/'", "/tmp/''\"\"",
-        "/tmp/\\", "/tmp/*", "/tmp/[ab]", "/tmp/~x", "/tmp/$HOME", "/tmp/${x:-y}",
-        "/tmp/!x", "/tmp/#x", "/tmp/\xff\xfe", "@abstract name", "/tmp/{x}", "/tmp/a=b",
+        "/tmp/my dir/s.sock", "/tmp/$(touch X)", "/tmp/`id`", "/tmp/a;b&c|d", "/tmp/'",
+        "/tmp/''\"\"",        "/tmp/\\",         "/tmp/*",    "/tmp/[ab]",    "/tmp/~x",
+        "/tmp/$HOME",         "/tmp/${x:-y}",    "/tmp/!x",   "/tmp/#x",      "/tmp/\xff\xfe",
+        "@abstract name",     "/tmp/{x}",        "/tmp/a=b",
 };
 
 START_TEST(test_shell_reads_the_path_back) {

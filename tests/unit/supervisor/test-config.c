@@ -18,7 +18,7 @@
 #include "version.h"
 #include "unit.h"
 
-#define ARGV(...) ((const char *const[]){ __VA_ARGS__, NULL })
+#define ARGV(...) ((const char *const[]) { __VA_ARGS__, NULL })
 
 /* ---- harness ------------------------------------------------------------- */
 
@@ -61,7 +61,7 @@ static char **argvs[16];
 static size_t n_argvs;
 static struct config cfg;
 static bool have_cfg;
-static char *out, *err;        /* what the last parse() printed */
+static char *out, *err; /* what the last parse() printed */
 
 static void teardown(void) {
         if (have_cfg)
@@ -291,15 +291,16 @@ START_TEST(test_print_format_errors) {
         check_usage_error(ARGV("prebind", "--format=JSON", "srv"),
                           "prebind: --format: 'JSON': expected port, addr, url, json or env (see --help)\n");
         check_usage_error(ARGV("prebind", "--format=", "srv"), NULL);
-        check_usage_error(ARGV("prebind", "--format"), "prebind: option '--format' requires an argument (see --help)\n");
+        check_usage_error(ARGV("prebind", "--format"),
+                          "prebind: option '--format' requires an argument (see --help)\n");
 }
 END_TEST
 
 /* ---- --listen ------------------------------------------------------------ */
 
 START_TEST(test_listen) {
-        ck_assert_int_eq(parse(ARGV("prebind", "-l", "web=8080", "--listen=/tmp/x.sock", "-ludp:53",
-                                    "--listen", "[::1]:0", "srv")),
+        ck_assert_int_eq(parse(ARGV("prebind", "-l", "web=8080", "--listen=/tmp/x.sock", "-ludp:53", "--listen",
+                                    "[::1]:0", "srv")),
                          1);
         ck_assert_uint_eq(cfg.n_listens, 4);
         check_listen_inet(&cfg.listens[0], "127.0.0.1", 8080, SOCK_STREAM);
@@ -426,8 +427,8 @@ END_TEST
 /* ---- -E ------------------------------------------------------------------ */
 
 START_TEST(test_setenv) {
-        ck_assert_int_eq(parse(ARGV("prebind", "-E", "FOO=bar", "--setenv=BAZ", "-EURL={url}",
-                                    "-E", "NOTIFY_SOCKET", "-E", "LISTEN_FDSX=1", "-E", "E=", "srv")),
+        ck_assert_int_eq(parse(ARGV("prebind", "-E", "FOO=bar", "--setenv=BAZ", "-EURL={url}", "-E", "NOTIFY_SOCKET",
+                                    "-E", "LISTEN_FDSX=1", "-E", "E=", "srv")),
                          1);
         ck_assert_uint_eq(cfg.n_setenv, 6);
         ck_assert_str_eq(cfg.setenv[0], "FOO=bar");
@@ -441,8 +442,8 @@ START_TEST(test_setenv) {
 END_TEST
 
 static const char *const protocol_setenv[] = {
-        "LISTEN_FDS", "LISTEN_FDS=3", "LISTEN_PID", "LISTEN_PID=1", "LISTEN_FDNAMES=a:b",
-        "LISTEN_FDNAMES", "LISTEN_PIDFDID=7", "LISTEN_PIDFDID",
+        "LISTEN_FDS",         "LISTEN_FDS=3",   "LISTEN_PID",       "LISTEN_PID=1",
+        "LISTEN_FDNAMES=a:b", "LISTEN_FDNAMES", "LISTEN_PIDFDID=7", "LISTEN_PIDFDID",
 };
 
 START_TEST(test_setenv_protocol_rejected) {
@@ -525,7 +526,8 @@ START_TEST(test_port_file) {
         ck_assert_str_eq(cfg.port_file, "/tmp/port");
         ck_assert_int_eq(parse(ARGV("prebind", "--port-file", "rel/port", "srv")), 1);
         ck_assert_str_eq(cfg.port_file, "rel/port");
-        check_usage_error(ARGV("prebind", "--port-file=", "srv"), "prebind: --port-file: '': empty path (see --help)\n");
+        check_usage_error(ARGV("prebind", "--port-file=", "srv"),
+                          "prebind: --port-file: '': empty path (see --help)\n");
 }
 END_TEST
 
@@ -545,8 +547,10 @@ START_TEST(test_port_fd) {
                 char *want;
 
                 snprintf(number, sizeof number, "%d", std);
-                ck_assert_int_gt(asprintf(&want, "prebind: --port-fd: '%d': use --print for stdout; fds 0-2 are "
-                                                 "COMMAND's (see --help)\n", std),
+                ck_assert_int_gt(asprintf(&want,
+                                          "prebind: --port-fd: '%d': use --print for stdout; fds 0-2 are "
+                                          "COMMAND's (see --help)\n",
+                                          std),
                                  0);
                 check_usage_error(ARGV("prebind", "--port-fd", number, "srv"), want);
                 free(want);
@@ -620,16 +624,20 @@ START_TEST(test_ready) {
 END_TEST
 
 static const char *const bad_ready[] = {
-        "0", "0s", "0ms", "", "abc", "-1", "+1s", "1x", "1 s", " 1s", "31d", "infinite", "Infinity", "1.5.2s",
-        "99999999999999999999", ".", "s",
+        "0",   "0s",       "0ms",      "",       "abc",
+        "-1",  "+1s",      "1x",       "1 s",    " 1s",
+        "31d", "infinite", "Infinity", "1.5.2s", "99999999999999999999",
+        ".",   "s",
 };
 
 START_TEST(test_ready_errors) {
         char *arg, *want;
 
         ck_assert_int_gt(asprintf(&arg, "--ready=%s", bad_ready[_i]), 0);
-        ck_assert_int_gt(asprintf(&want, "prebind: --ready: '%s': expected a duration such as 30s, or infinity "
-                                         "(see --help)\n", bad_ready[_i]),
+        ck_assert_int_gt(asprintf(&want,
+                                  "prebind: --ready: '%s': expected a duration such as 30s, or infinity "
+                                  "(see --help)\n",
+                                  bad_ready[_i]),
                          0);
         check_usage_error(ARGV("prebind", arg, "srv"), want);
         free(arg);
@@ -686,15 +694,16 @@ START_TEST(test_ready_conditions) {
         ck_assert_uint_eq(cfg.ready_timeout_usec, 3 * USEC);
 
         /* All together. */
-        ck_assert_int_eq(parse(ARGV("prebind", "--ready", "--ready-log=a", "--ready-exec=b", "--ready-http=/c", "srv")),
-                         1);
+        ck_assert_int_eq(
+                parse(ARGV("prebind", "--ready", "--ready-log=a", "--ready-exec=b", "--ready-http=/c", "srv")), 1);
         ck_assert(cfg.ready && cfg.ready_log && cfg.ready_exec && cfg.ready_http);
 }
 END_TEST
 
 START_TEST(test_ready_condition_errors) {
-        check_usage_error(ARGV("prebind", "--ready-log=", "srv"),
-                          "prebind: --ready-log: '': empty regular expression (it would match any line) (see --help)\n");
+        check_usage_error(
+                ARGV("prebind", "--ready-log=", "srv"),
+                "prebind: --ready-log: '': empty regular expression (it would match any line) (see --help)\n");
         check_usage_error(ARGV("prebind", "--ready-log"),
                           "prebind: option '--ready-log' requires an argument (see --help)\n");
         check_usage_error(ARGV("prebind", "--ready-exec=", "srv"),
@@ -703,8 +712,9 @@ START_TEST(test_ready_condition_errors) {
                           "prebind: --ready-interval: '0': expected a duration such as 100ms or 1s (see --help)\n");
         check_usage_error(ARGV("prebind", "--ready-interval=soon", "srv"), NULL);
         check_usage_error(ARGV("prebind", "--ready-interval=", "srv"), NULL);
-        check_usage_error(ARGV("prebind", "--ready-timeout=0", "srv"),
-                          "prebind: --ready-timeout: '0': expected a duration such as 30s, or infinity (see --help)\n");
+        check_usage_error(
+                ARGV("prebind", "--ready-timeout=0", "srv"),
+                "prebind: --ready-timeout: '0': expected a duration such as 30s, or infinity (see --help)\n");
         check_usage_error(ARGV("prebind", "--ready-timeout=-1s", "srv"), NULL);
         check_usage_error(ARGV("prebind", "--ready-timeout", "srv"), NULL);
         /* They need the supervisor, and one COMMAND. */
@@ -737,7 +747,8 @@ START_TEST(test_restart) {
         check_usage_error(ARGV("prebind", "--restart=", "srv"), NULL);
         check_usage_error(ARGV("prebind", "--restart=Always", "srv"), NULL);
         check_usage_error(ARGV("prebind", "--restart=on_failure", "srv"), NULL);
-        check_usage_error(ARGV("prebind", "--restart"), "prebind: option '--restart' requires an argument (see --help)\n");
+        check_usage_error(ARGV("prebind", "--restart"),
+                          "prebind: option '--restart' requires an argument (see --help)\n");
 }
 END_TEST
 
@@ -776,16 +787,36 @@ START_TEST(test_restart_limit) {
 END_TEST
 
 static const char *const bad_restart_limit[] = {
-        "", "/", "/10s", "3/", "3/0", "3/0s", "1001", "-1", "3/x", "x/10s", "3//10s", "3/10s/", " 3", "3 ",
-        "+3", "1234567890123456", "99999999999999999999/1s", "3/-1s", "3/31d", "3:10s",
+        "",
+        "/",
+        "/10s",
+        "3/",
+        "3/0",
+        "3/0s",
+        "1001",
+        "-1",
+        "3/x",
+        "x/10s",
+        "3//10s",
+        "3/10s/",
+        " 3",
+        "3 ",
+        "+3",
+        "1234567890123456",
+        "99999999999999999999/1s",
+        "3/-1s",
+        "3/31d",
+        "3:10s",
 };
 
 START_TEST(test_restart_limit_errors) {
         char *arg, *want;
 
         ck_assert_int_gt(asprintf(&arg, "--restart-limit=%s", bad_restart_limit[_i]), 0);
-        ck_assert_int_gt(asprintf(&want, "prebind: --restart-limit: '%s': expected N or N/DURATION, such as 5/10s "
-                                         "(see --help)\n", bad_restart_limit[_i]),
+        ck_assert_int_gt(asprintf(&want,
+                                  "prebind: --restart-limit: '%s': expected N or N/DURATION, such as 5/10s "
+                                  "(see --help)\n",
+                                  bad_restart_limit[_i]),
                          0);
         check_usage_error(ARGV("prebind", arg, "srv"), want);
         free(arg);
@@ -798,7 +829,7 @@ END_TEST
 START_TEST(test_reload) {
         ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
         ck_assert_int_eq(cfg.reload, RELOAD_RESTART);
-        ck_assert(!config_reloads(&cfg));       /* SIGHUP is forwarded */
+        ck_assert(!config_reloads(&cfg)); /* SIGHUP is forwarded */
         ck_assert_int_eq(parse(ARGV("prebind", "--reload=restart", "srv")), 1);
         ck_assert(cfg.reload == RELOAD_RESTART && cfg.reload_set && config_reloads(&cfg));
         ck_assert_int_eq(parse(ARGV("prebind", "--reload=overlap", "--ready", "srv")), 1);
@@ -954,10 +985,14 @@ static const struct {
         const char *a, *b;
         const char *message;
 } conflicts[] = {
-        { "--accept", "--ready", "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
-        { "--accept", "--ready=5s", "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
-        { "--accept", "--restart=always", "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
-        { "--accept", "--restart=no", "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
+        { "--accept", "--ready",
+          "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
+        { "--accept", "--ready=5s",
+          "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
+        { "--accept", "--restart=always",
+          "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
+        { "--accept", "--restart=no",
+          "--accept runs a COMMAND per connection: it cannot be combined with --ready or --restart" },
         { "--accept", "--exec", "--accept needs the supervisor: it cannot be combined with --exec" },
         { "--exec", "--restart=on-failure", "--restart needs the supervisor: it cannot be combined with --exec" },
         { "--accept", "-ludp:0", "--accept takes stream sockets only (no udp:)" },
@@ -970,11 +1005,13 @@ static const struct {
         { "--exec", "--subreaper", NULL },
         { "--exec", "--success-status=143", NULL },
         { "--netns", "--exec", "--netns needs one supervised COMMAND: it cannot be combined with --exec or --accept" },
-        { "--netns", "--accept", "--netns needs one supervised COMMAND: it cannot be combined with --exec or --accept" },
+        { "--netns", "--accept",
+          "--netns needs one supervised COMMAND: it cannot be combined with --exec or --accept" },
 };
 
-#define EXEC_CONFLICT "--exec leaves no supervisor: it cannot be combined with --ready, --group, --kill-after, " \
-                      "--die-with-parent, --no-die-with-supervisor, --subreaper or --success-status"
+#define EXEC_CONFLICT                                                                                                 \
+        "--exec leaves no supervisor: it cannot be combined with --ready, --group, --kill-after, "                    \
+        "--die-with-parent, --no-die-with-supervisor, --subreaper or --success-status"
 
 START_TEST(test_conflicts) {
         const char *message = conflicts[_i].message ?: EXEC_CONFLICT;
@@ -1022,8 +1059,9 @@ END_TEST
 START_TEST(test_netns_and_intercept) {
         ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
         ck_assert(!cfg.netns && cfg.n_intercepts == 0);
-        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept=8080", "--intercept=admin=9090",
-                                    "--ready", "--restart=always", "srv")), 1);
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept=8080", "--intercept=admin=9090", "--ready",
+                                    "--restart=always", "srv")),
+                         1);
         ck_assert(cfg.netns);
         ck_assert_uint_eq(cfg.n_intercepts, 2);
         ck_assert_ptr_null(cfg.intercepts[0].name);
@@ -1043,7 +1081,8 @@ START_TEST(test_intercept_via_and_templates) {
         ck_assert_int_eq(cfg.intercept_via, INTERCEPT_VIA_AUTO);
         ck_assert_ptr_null(cfg.intercepts[0].port_template);
         ck_assert_int_eq(parse(ARGV("prebind", "--intercept-via=seccomp", "--intercept={port}",
-                                    "--intercept=x={1.port}", "srv")), 1);
+                                    "--intercept=x={1.port}", "srv")),
+                         1);
         ck_assert_int_eq(cfg.intercept_via, INTERCEPT_VIA_SECCOMP);
         ck_assert_uint_eq(cfg.intercepts[0].port, 0);
         ck_assert_str_eq(cfg.intercepts[0].port_template, "{port}");

@@ -11,19 +11,18 @@
 #include "lifecycle.h"
 #include "unit.h"
 
-
 /* How the next state of one pair is found. */
 enum expect_kind {
-        SAME,           /* nothing happens: same state, no action */
-        TO,             /* a fixed state and actions */
-        STARTS,         /* a new COMMAND: waiting-ready or running (facts->needs_ready) */
-        RESTARTS,       /* the same after an exit: what is left of the old group is told to stop */
-        FINISHES,       /* COMMAND exited for good: done, or draining what is left of its group */
-        EXIT_POLICY,    /* COMMAND exited unasked: --restart, its limit and delay decide */
-        RELOADS,        /* a reload request: overlapping (--reload=overlap, a readiness check) or restarting */
-        RELOAD_OVER,    /* the reload is over: running, or the queued one starts (overlapping) */
-        QUEUES,         /* a request during a reload: queued once */
-        ALONE,          /* the serving one exited during the reload: the new one waits alone, or restarts */
+        SAME,        /* nothing happens: same state, no action */
+        TO,          /* a fixed state and actions */
+        STARTS,      /* a new COMMAND: waiting-ready or running (facts->needs_ready) */
+        RESTARTS,    /* the same after an exit: what is left of the old group is told to stop */
+        FINISHES,    /* COMMAND exited for good: done, or draining what is left of its group */
+        EXIT_POLICY, /* COMMAND exited unasked: --restart, its limit and delay decide */
+        RELOADS,     /* a reload request: overlapping (--reload=overlap, a readiness check) or restarting */
+        RELOAD_OVER, /* the reload is over: running, or the queued one starts (overlapping) */
+        QUEUES,      /* a request during a reload: queued once */
+        ALONE,       /* the serving one exited during the reload: the new one waits alone, or restarts */
 };
 
 struct expect {
@@ -32,16 +31,26 @@ struct expect {
         unsigned actions;
 };
 
-#define X_SAME { SAME, 0, 0 }
-#define X_TO(s, a) { TO, (s), (a) }
-#define X_STARTS(a) { STARTS, 0, (a) }
-#define X_RESTARTS(a) { RESTARTS, 0, (a) }
-#define X_FINISHES(a) { FINISHES, 0, (a) }
-#define X_POLICY { EXIT_POLICY, 0, 0 }
-#define X_RELOADS { RELOADS, 0, 0 }
-#define X_RELOAD_OVER(a) { RELOAD_OVER, 0, (a) }
-#define X_QUEUES { QUEUES, 0, 0 }
-#define X_ALONE { ALONE, 0, 0 }
+#define X_SAME                                                                                                        \
+        { SAME, 0, 0 }
+#define X_TO(s, a)                                                                                                    \
+        { TO, (s), (a) }
+#define X_STARTS(a)                                                                                                   \
+        { STARTS, 0, (a) }
+#define X_RESTARTS(a)                                                                                                 \
+        { RESTARTS, 0, (a) }
+#define X_FINISHES(a)                                                                                                 \
+        { FINISHES, 0, (a) }
+#define X_POLICY                                                                                                      \
+        { EXIT_POLICY, 0, 0 }
+#define X_RELOADS                                                                                                     \
+        { RELOADS, 0, 0 }
+#define X_RELOAD_OVER(a)                                                                                              \
+        { RELOAD_OVER, 0, (a) }
+#define X_QUEUES                                                                                                      \
+        { QUEUES, 0, 0 }
+#define X_ALONE                                                                                                       \
+        { ALONE, 0, 0 }
 
 enum {
         SAY_NOT_READY = LC_ACT_SAY_NOT_READY,
@@ -238,8 +247,7 @@ static struct lc_transition expected_from_table(enum lc_state s, const struct ex
                         return (struct lc_transition) { LC_OVERLAPPING, x->actions | START_NEXT };
                 return (struct lc_transition) { LC_RUNNING, x->actions };
         case QUEUES:
-                return f->reload_queued ? (struct lc_transition) { s, 0 }
-                                        : (struct lc_transition) { s, QUEUE_RELOAD };
+                return f->reload_queued ? (struct lc_transition) { s, 0 } : (struct lc_transition) { s, QUEUE_RELOAD };
         case ALONE:
                 /* A queued request, as in waiting-ready: a restart. */
                 if (f->reload_queued)
@@ -290,9 +298,8 @@ START_TEST(test_every_pair_matches_the_table) {
                                 struct lc_transition want = expected(s, e, &f), got = lifecycle_next(s, e, &f);
 
                                 ck_assert_msg(got.state == want.state && got.actions == want.actions,
-                                              "%s + %s (facts %#x): got %s/%#x, want %s/%#x",
-                                              lifecycle_state_name(s), lifecycle_event_name(e), b,
-                                              lifecycle_state_name(got.state), got.actions,
+                                              "%s + %s (facts %#x): got %s/%#x, want %s/%#x", lifecycle_state_name(s),
+                                              lifecycle_event_name(e), b, lifecycle_state_name(got.state), got.actions,
                                               lifecycle_state_name(want.state), want.actions);
                                 checked++;
                         }
@@ -302,7 +309,8 @@ END_TEST
 
 /* A few rows spelled out, as a reader checks them against prebind(1). */
 START_TEST(test_readable_examples) {
-        struct lc_facts always = { .restart_wanted = true }, ready_always = { .needs_ready = true, .restart_wanted = true },
+        struct lc_facts always = { .restart_wanted = true },
+                        ready_always = { .needs_ready = true, .restart_wanted = true },
                         delayed = { .restart_wanted = true, .restart_delay = true },
                         limited = { .restart_wanted = true, .restart_limit_hit = true }, none = { 0 };
         struct lc_transition t;
@@ -369,7 +377,8 @@ START_TEST(test_readable_examples) {
         t = lifecycle_next(LC_OVERLAPPING, LC_RESTART_REQUEST, &queued);
         ck_assert(t.state == LC_OVERLAPPING && t.actions == 0);
         t = lifecycle_next(LC_OVERLAPPING, LC_READY, &queued);
-        ck_assert(t.state == LC_OVERLAPPING && (t.actions & LC_ACT_START_NEXT) && (t.actions & LC_ACT_RETIRE_PREVIOUS));
+        ck_assert(t.state == LC_OVERLAPPING && (t.actions & LC_ACT_START_NEXT) &&
+                  (t.actions & LC_ACT_RETIRE_PREVIOUS));
         t = lifecycle_next(LC_OVERLAPPING, LC_PREVIOUS_EXITED, &overlap);
         ck_assert(t.state == LC_WAITING_READY && t.actions == 0);
         /* Without a readiness check, or before the first is ready: a restart. */
@@ -390,9 +399,9 @@ END_TEST
 
 START_TEST(test_has_child) {
         static const bool child[_LC_STATE_MAX] = {
-                [LC_WAITING_READY] = true, [LC_RUNNING] = true,  [LC_RESTARTING] = true,
+                [LC_WAITING_READY] = true,    [LC_RUNNING] = true,  [LC_RESTARTING] = true,
                 [LC_RESTART_PENDING] = false, [LC_STOPPING] = true, [LC_NOT_READY] = true,
-                [LC_DRAINING] = false, [LC_DONE] = false, [LC_OVERLAPPING] = true,
+                [LC_DRAINING] = false,        [LC_DONE] = false,    [LC_OVERLAPPING] = true,
         };
 
         for (int s = 0; s < _LC_STATE_MAX; s++)
@@ -402,10 +411,10 @@ END_TEST
 
 /* ---- invariants, over every pair and facts ------------------------------- */
 
-#define FOR_EVERY(s, e, f, b)                                           \
-        for (int s = 0; s < _LC_STATE_MAX; s++)                         \
-                for (int e = 0; e < _LC_EVENT_MAX; e++)                 \
-                        for (unsigned b = 0; b < N_FACTS; b++)          \
+#define FOR_EVERY(s, e, f, b)                                                                                         \
+        for (int s = 0; s < _LC_STATE_MAX; s++)                                                                       \
+                for (int e = 0; e < _LC_EVENT_MAX; e++)                                                               \
+                        for (unsigned b = 0; b < N_FACTS; b++)                                                        \
                                 for (struct lc_facts f = facts_of(b), *_once = &f; _once; _once = NULL)
 
 START_TEST(test_done_is_absorbing) {
@@ -426,8 +435,8 @@ START_TEST(test_start_only_into_a_running_command) {
                                       lifecycle_state_name(s), lifecycle_event_name(e));
                         ck_assert_int_eq(t.state, lifecycle_started(&f));
                         /* Never a second COMMAND beside a live one. */
-                        ck_assert_msg(!lifecycle_has_child(s) || e == LC_EXITED, "%s + %s",
-                                      lifecycle_state_name(s), lifecycle_event_name(e));
+                        ck_assert_msg(!lifecycle_has_child(s) || e == LC_EXITED, "%s + %s", lifecycle_state_name(s),
+                                      lifecycle_event_name(e));
                 }
         }
 }
@@ -469,8 +478,8 @@ START_TEST(test_no_child_is_abandoned) {
                 struct lc_transition t = lifecycle_next(s, e, &f);
 
                 if (lifecycle_has_child(s) && !lifecycle_has_child(t.state))
-                        ck_assert_msg(e == LC_EXITED || e == LC_START_FAILED, "%s + %s",
-                                      lifecycle_state_name(s), lifecycle_event_name(e));
+                        ck_assert_msg(e == LC_EXITED || e == LC_START_FAILED, "%s + %s", lifecycle_state_name(s),
+                                      lifecycle_event_name(e));
         }
 }
 END_TEST
@@ -480,8 +489,8 @@ START_TEST(test_action_targets) {
                 struct lc_transition t = lifecycle_next(s, e, &f);
 
                 if (t.actions & LC_ACT_PUBLISH)
-                        ck_assert(e == LC_READY && ((s == LC_WAITING_READY && t.state == LC_RUNNING) ||
-                                                    s == LC_OVERLAPPING));
+                        ck_assert(e == LC_READY &&
+                                  ((s == LC_WAITING_READY && t.state == LC_RUNNING) || s == LC_OVERLAPPING));
                 if (t.actions & LC_ACT_ARM_RESTART)
                         ck_assert(t.state == LC_RESTART_PENDING);
                 if (t.state == LC_RESTART_PENDING && s != LC_RESTART_PENDING)
@@ -566,9 +575,9 @@ START_TEST(test_names) {
         ck_assert_str_eq(lifecycle_state_name(LC_WAITING_READY), "waiting-ready");
         ck_assert_str_eq(lifecycle_event_name(LC_KILL_TIMEOUT), "kill-timeout");
         ck_assert_str_eq(lifecycle_state_name(_LC_STATE_MAX), "?");
-        ck_assert_str_eq(lifecycle_state_name((enum lc_state) -1), "?");
+        ck_assert_str_eq(lifecycle_state_name((enum lc_state) - 1), "?");
         ck_assert_str_eq(lifecycle_event_name(_LC_EVENT_MAX), "?");
-        ck_assert_str_eq(lifecycle_event_name((enum lc_event) -1), "?");
+        ck_assert_str_eq(lifecycle_event_name((enum lc_event) - 1), "?");
 }
 END_TEST
 

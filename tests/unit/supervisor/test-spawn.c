@@ -31,7 +31,6 @@
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
 #endif
 
-
 static void make_file(const char *path, mode_t mode) {
         FILE *f = fopen(path, "we");
 
@@ -50,7 +49,7 @@ START_TEST(test_resolve_along_path) {
         ck_assert_int_eq(mkdir(a, 0755), 0);
         ck_assert_int_eq(mkdir(b, 0755), 0);
         snprintf(prog, sizeof prog, "%s/prog", a);
-        make_file(prog, 0644);                  /* found first, not executable */
+        make_file(prog, 0644); /* found first, not executable */
         snprintf(prog, sizeof prog, "%s/prog", b);
         make_file(prog, 0755);
         snprintf(path_env, sizeof path_env, "PATH=/nonexistent:%s:%s", a, b);
@@ -166,7 +165,11 @@ static int run_script(const char *script, size_t n, enum socket_passing passing,
         char *command[] = { "/bin/sh", "-c", (char *) script, NULL };
         struct child_env env;
         struct spawn_plan plan = {
-                .command = command, .env = &env, .sockets = bound, .n_sockets = n, .passing = passing,
+                .command = command,
+                .env = &env,
+                .sockets = bound,
+                .n_sockets = n,
+                .passing = passing,
         };
         struct spawned child;
         size_t n_extra = 0;
@@ -416,8 +419,9 @@ END_TEST
 START_TEST(test_connection_on_stdin_stdout) {
         char *command[] = { "sh", "-c", "read line; echo \"got $line\"", NULL }, *path = NULL, buf[64] = { 0 };
         struct child_env env;
-        struct spawn_plan plan = { .command = command, .env = &env, .passing = PASS_ON_STDIN_STDOUT,
-                                   .sockets = bound, .n_sockets = 1 };
+        struct spawn_plan plan = {
+                .command = command, .env = &env, .passing = PASS_ON_STDIN_STDOUT, .sockets = bound, .n_sockets = 1
+        };
         int pair[2];
         ssize_t n = 0, k;
         pid_t pid;
