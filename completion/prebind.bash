@@ -9,7 +9,7 @@
 _prebind_opts_with_arg=(--listen --backlog --socket-mode --port-file --port-fd --format
     --setenv --kill-after --success-status --restart --restart-delay --restart-limit
     --max-connections --intercept --intercept-via --ready-log --ready-exec --ready-interval --ready-timeout
-    --share --share-linger)
+    --share --share-linger --reload --watch --watch-delay --watch-ignore)
 # Long options whose value is optional and must be attached with "=".
 _prebind_opts_optional_arg=(--print --ready --ready-http)
 _prebind_opts_no_arg=(--reuseport --v6only --subst --exec --accept --inetd --group
@@ -32,7 +32,10 @@ _prebind_values() {
         --intercept-via)
             mapfile -t COMPREPLY < <(compgen -W 'auto seccomp preload' -- "$value")
             ;;
-        --port-file)
+        --reload)
+            mapfile -t COMPREPLY < <(compgen -W 'restart overlap' -- "$value")
+            ;;
+        --port-file | --watch)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$value")
             ;;

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, child_of, environ_of, public_prebind, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, command_child, environ_of, public_prebind, wait_for
 
 NOBODY = 65534
 SLACK = 2.0  # seconds: how late prebind may act on a timeout or a signal
@@ -93,7 +93,8 @@ class Flooded:
         self.flooders = []
         self.nobody = nobody
         self.as_nobody = as_nobody
-        child = child_of(self.p.pid)
+        # Not the first child: that may be the guard's short-lived intermediate.
+        child = command_child(self.p.pid, "NOTIFY_SOCKET")
         assert child, "COMMAND did not start"
         self.address = wait_for(lambda: environ_of(child).get("NOTIFY_SOCKET"))
         assert self.address, "COMMAND has no NOTIFY_SOCKET"
@@ -301,7 +302,7 @@ def test_loop_serves_its_timeout_and_signals_during_a_flood_from_deep_processes(
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     flooder = None
     try:
-        child = child_of(p.pid)
+        child = command_child(p.pid, key)
         assert child, "COMMAND did not start"
         address = wait_for(lambda: environ_of(child).get(key))
         assert address, f"COMMAND has no {key}"

@@ -412,13 +412,17 @@ s.sendto(b"READY=1", "\0" + os.environ["NOTIFY_SOCKET"][1:])
 time.sleep(1)
 """
 
+# The server prints the port it got in one write(2): prebind publishes
+# once the bind is answered, so both write to stdout at about the same
+# time (print() may write the number and its newline apart, as with
+# PYTHONUNBUFFERED).
 OWN_BIND = r"""
-import socket, sys, time
+import os, socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", 8000))
 s.listen()
-print(s.getsockname()[1], flush=True)
+os.write(1, b"%d\n" % s.getsockname()[1])
 time.sleep(0.5)
 """
 
