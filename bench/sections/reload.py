@@ -68,20 +68,29 @@ def bench(ctx, sec):
     server = os.path.join(TOP, "tests", "integration", "servers", "generation_http.py")
     seconds = 2 if ctx.smoke else 10
     rows, p99s = [], {}
+    starter = os.path.join(TOP, "bench", "starter_by_hand")
     for key, label, mode, hup in (("none", "no reloads", "overlap", None),
                                   ("restart", "SIGHUP every 0.5 s, --reload=restart", "restart", 0.5),
-                                  ("overlap", "SIGHUP every 0.5 s, --reload=overlap", "overlap", 0.5)):
+                                  ("overlap", "SIGHUP every 0.5 s, --reload=overlap", "overlap", 0.5),
+                                  ("starter", "SIGHUP every 0.5 s, Server::Starter by hand (start the new one, "
+                                   "wait 1 s, stop the old one)", None, 0.5)):
         state = os.path.join(ctx.work, "reload-" + key)
         os.makedirs(state, exist_ok=True)
-        reqs, failed, p99_ms, hups = measure(ctx, wrk, [ctx.prebind, "-q", "--print", "--ready",
-                                                        "--reload=" + mode, "--", PYTHON, server, state,
-                                                        "--start-delay", "0.3"], seconds, hup)
+        if mode:
+            argv = [ctx.prebind, "-q", "--print", "--ready", "--reload=" + mode, "--"]
+        else:
+            argv = [PYTHON, starter, "1"]
+        reqs, failed, p99_ms, hups = measure(ctx, wrk, argv + [PYTHON, server, state, "--start-delay", "0.3"],
+                                             seconds, hup)
         p99s[key] = p99_ms
         rows.append([label + (" (%d SIGHUPs)" % hups if hup else ""), reqs, failed, "%.1f" % p99_ms])
     sec.table(["scenario", "requests", "failed (socket errors + non-2xx)", "p99 ms"], rows)
     sec.notes.append("wrk -t 2 -c 4 -d %ds --latency -H 'Connection: close' against "
                      "tests/integration/servers/generation_http.py --start-delay 0.3 (HTTP/1.0, READY=1 once "
                      "it accepts; finishes the request in hand on SIGTERM) under prebind --ready" % seconds)
+    sec.notes.append("Server::Starter by hand: bench/starter_by_hand holds the socket and on SIGHUP starts the "
+                     "next generation on it, waits a fixed 1 s (Server::Starter's --interval) and SIGTERMs the "
+                     "old one, with no readiness check")
     saves = 3 if ctx.smoke else 10
     for mode in ("restart", "overlap"):
         times, stall, failed = save_to_answer(ctx, server, mode, saves)
