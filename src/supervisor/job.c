@@ -514,6 +514,10 @@ static void tell_manager_ready(const struct job *job) {
         for (size_t i = 0; i < job->n_sockets && len < sizeof status; i++)
                 len += (size_t) snprintf(status + len, sizeof status - len, "%s %s", i ? "," : "",
                                          socket_field_format(job->sockets, i, FIELD_URL, url, sizeof url));
+        /* Reloads number the generations: the first serves now (later
+         * ones say "generation N serving" when they take over). */
+        if (config_reloads(job->config) && len < sizeof status)
+                (void) snprintf(status + len, sizeof status - len, "; generation 1 serving");
         notify_manager(status);
 }
 

@@ -205,7 +205,8 @@ def test_the_manager_hears_reloading_then_ready_with_the_generation(start, tmp_p
     p.stop()
     err = p.err
     assert "is reloading" in err, err
-    assert err.index("is reloading") < err.index(": generation 2 serving"), err
+    # The first STATUS= names generation 1 too (with the addresses).
+    assert err.index("; generation 1 serving") < err.index("is reloading") < err.index(": generation 2 serving"), err
 
 
 def test_overlap_needs_a_readiness_condition():
