@@ -18,6 +18,7 @@
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "log.h"
+#include "notify.h"
 #include "socket.h"
 #include "loop.h"
 #include "process.h"

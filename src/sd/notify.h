@@ -52,3 +52,11 @@ void notify_manager(const char *message);
  * fd, a new AF_UNIX datagram socket made in COMMAND's namespace, to the
  * same name as s, and make it s's socket: NOTIFY_SOCKET stays valid. */
 int notify_socket_move(struct notify_socket *s, int fd);
+
+/* A name for one of prebind's own sockets in the abstract namespace, as
+ * NOTIFY_SOCKET= and PREBIND_BROKER= give it: "@prebind/KIND/PID/NONCE"
+ * ('@' for the leading NUL), the nonce 128 random bits. Abstract, so
+ * nothing is left on disk; unguessable only as a courtesy: each socket
+ * checks its peers itself (SO_PEERCRED, SCM_CREDENTIALS). Returns the
+ * length, or -ENAMETOOLONG. */
+int abstract_socket_name(char *buf, size_t size, const char *kind);

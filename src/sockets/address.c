@@ -6,9 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-#include <sys/random.h>
 
 #include "address.h"
 
@@ -285,22 +283,4 @@ const char *sockaddr_to_string(const union sockaddr_any *addr, socklen_t len, ch
                 snprintf(buf, size, "%s", host);
         }
         return buf;
-}
-
-int abstract_socket_name(char *buf, size_t size, const char *kind) {
-        uint64_t nonce[2];
-        int n;
-
-        if (getrandom(nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t) sizeof nonce) {
-                /* Early boot (no entropy yet): unique is enough, see the
-                 * header. */
-                struct timespec ts;
-
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                nonce[0] = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-                nonce[1] = (uint64_t) getpid() * 2654435761u;
-        }
-        n = snprintf(buf, size, "@prebind/%s/%d/%016llx%016llx", kind, (int) getpid(), (unsigned long long) nonce[0],
-                     (unsigned long long) nonce[1]);
-        return n < 0 || (size_t) n >= size ? -ENAMETOOLONG : n;
 }

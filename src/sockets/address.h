@@ -49,11 +49,3 @@ const char *sockaddr_host_to_string(const union sockaddr_any *addr, socklen_t le
 int sockaddr_port(const union sockaddr_any *addr);
 /* An abstract unix socket address (sun_path starts with NUL). */
 bool sockaddr_is_abstract(const union sockaddr_any *addr, socklen_t len);
-
-/* A name for one of prebind's own sockets in the abstract namespace, as
- * NOTIFY_SOCKET= and PREBIND_BROKER= give it: "@prebind/KIND/PID/NONCE"
- * ('@' for the leading NUL), the nonce 128 random bits. Abstract, so
- * nothing is left on disk; unguessable only as a courtesy: each socket
- * checks its peers itself (SO_PEERCRED, SCM_CREDENTIALS). Returns the
- * length, or -ENAMETOOLONG. */
-int abstract_socket_name(char *buf, size_t size, const char *kind);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -535,6 +536,23 @@ START_TEST(test_receive_closes_passed_fds) {
 }
 END_TEST
 
+START_TEST(test_abstract_socket_name) {
+        char a[108], b[108], tiny[24], kind[16], hex[64];
+        int pid, n = abstract_socket_name(a, sizeof a, "notify");
+
+        ck_assert_int_eq(n, (int) strlen(a));
+        ck_assert_int_eq(sscanf(a, "@prebind/%15[a-z]/%d/%63[0-9a-f]", kind, &pid, hex), 3);
+        ck_assert_str_eq(kind, "notify");
+        ck_assert_int_eq(pid, (int) getpid());
+        ck_assert_uint_eq(strlen(hex), 32);
+        /* A new nonce each time: two sockets of one prebind differ. */
+        ck_assert_int_eq(abstract_socket_name(b, sizeof b, "notify"), n);
+        ck_assert_str_ne(a, b);
+        /* Too small: an error, not a cut name that another socket may share. */
+        ck_assert_int_eq(abstract_socket_name(tiny, sizeof tiny, "broker"), -ENAMETOOLONG);
+}
+END_TEST
+
 static Suite *notify_suite(void) {
         Suite *s = suite_create("notify");
         TCase *tc;
@@ -581,6 +599,7 @@ static Suite *notify_suite(void) {
         tcase_add_test(tc, test_receive_size_limit);
         tcase_add_test(tc, test_receive_huge_datagram);
         tcase_add_test(tc, test_receive_closes_passed_fds);
+        tcase_add_test(tc, test_abstract_socket_name);
         suite_add_tcase(s, tc);
 
         return s;

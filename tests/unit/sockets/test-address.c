@@ -697,23 +697,6 @@ START_TEST(test_round_trip) {
 }
 END_TEST
 
-START_TEST(test_abstract_socket_name) {
-        char a[108], b[108], tiny[24], kind[16], hex[64];
-        int pid, n = abstract_socket_name(a, sizeof a, "notify");
-
-        ck_assert_int_eq(n, (int) strlen(a));
-        ck_assert_int_eq(sscanf(a, "@prebind/%15[a-z]/%d/%63[0-9a-f]", kind, &pid, hex), 3);
-        ck_assert_str_eq(kind, "notify");
-        ck_assert_int_eq(pid, (int) getpid());
-        ck_assert_uint_eq(strlen(hex), 32);
-        /* A new nonce each time: two sockets of one prebind differ. */
-        ck_assert_int_eq(abstract_socket_name(b, sizeof b, "notify"), n);
-        ck_assert_str_ne(a, b);
-        /* Too small: an error, not a cut name that another socket may share. */
-        ck_assert_int_eq(abstract_socket_name(tiny, sizeof tiny, "broker"), -ENAMETOOLONG);
-}
-END_TEST
-
 static Suite *address_suite(void) {
         Suite *s = suite_create("address");
         TCase *tc;
@@ -753,7 +736,6 @@ static Suite *address_suite(void) {
         tcase_add_test(tc, test_sockaddr_unix_unnamed);
         tcase_add_test(tc, test_sockaddr_truncation);
         tcase_add_test(tc, test_sockaddr_unknown_family);
-        tcase_add_test(tc, test_abstract_socket_name);
         tcase_add_loop_test(tc, test_round_trip, 0, ARRAY_SIZE(round_trips));
         suite_add_tcase(s, tc);
 
