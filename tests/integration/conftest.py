@@ -332,7 +332,7 @@ def command_child(pid, variable):
     def find():
         try:
             children = open(f"/proc/{pid}/task/{pid}/children").read().split()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             return None
         for child in children:
             try:

@@ -26,7 +26,7 @@ def echo(port, payload, timeout=TIMEOUT):
 def children(pid):
     try:
         return open(f"/proc/{pid}/task/{pid}/children").read().split()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return []
 
 

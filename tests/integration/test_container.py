@@ -42,7 +42,7 @@ class Container(Prebind):
         try:
             with open(f"/proc/{pid}/task/{pid}/children") as f:
                 return [int(c) for c in f.read().split()]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             return []
 
     def prebind_pid(self):

@@ -353,7 +353,7 @@ def fd_targets(pid):
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             pass
     return targets
 

@@ -60,7 +60,7 @@ def listener_inodes(port):
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = open(table).read().splitlines()[1:]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
         for line in lines:
             fields = line.split()

@@ -124,7 +124,7 @@ def assert_each_reached_its_own(instances):
 def children(pid):
     try:
         return open(f"/proc/{pid}/task/{pid}/children").read().split()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return []
 
 

@@ -327,7 +327,7 @@ def in_pid_namespace(tmp_path, scenario, attack):
         out = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", PYTHON, "-c", INNER,
                               scenario, PREBIND, PYTHON, str(work), attack, SERVER],
                              capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         pytest.skip("no unshare(1)")
     if "unshare failed" in out.stderr or "cannot open /proc/sys/kernel/pid_max" in out.stderr:
         pytest.skip(f"no PID namespace here: {out.stderr.strip()}")
@@ -431,7 +431,7 @@ def in_pid_namespace_with_host_proc(*args):
     try:
         return subprocess.run(["unshare", "--pid", "--fork", "--kill-child", PREBIND, *args], capture_output=True,
                               text=True, timeout=TIMEOUT)
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         pytest.skip("no unshare(1)")
 
 

@@ -149,7 +149,7 @@ def test_port_file_is_never_partial_to_a_concurrent_reader(tmp_path):
         while not stop.is_set():
             try:
                 text = pf.read_text()
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):
                 continue
             seen[0] += 1
             try:

@@ -42,7 +42,7 @@ class Generations(Load):
 def generation_file(state):
     try:
         return int((state / "generation").read_text() or 0)
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return 0
 
 
