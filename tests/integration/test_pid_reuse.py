@@ -435,6 +435,8 @@ def in_pid_namespace_with_host_proc(*args):
         pytest.skip("no unshare(1)")
 
 
+@pytest.mark.skipif(bool(os.environ.get("PREBIND_WRAPPER")),
+                    reason="valgrind 3.19 has no pidfd_open(): the by-number fallback cannot translate pids")
 def test_ready_from_command_is_heard_when_proc_is_another_pid_namespaces():
     # Reproduction: unshare -pf prebind --ready=5s --print -- python3 -c
     # '<send READY=1 to $NOTIFY_SOCKET>; sleep 1' printed nothing and said
@@ -446,6 +448,8 @@ def test_ready_from_command_is_heard_when_proc_is_another_pid_namespaces():
     assert r.returncode == 0 and r.stdout.strip().isdigit(), (r.returncode, r.stdout, r.stderr)
 
 
+@pytest.mark.skipif(bool(os.environ.get("PREBIND_WRAPPER")),
+                    reason="valgrind 3.19 has no pidfd_open(): the by-number fallback cannot translate pids")
 def test_claim_from_command_is_honoured_when_proc_is_another_pid_namespaces():
     # Reproduction: unshare -pf prebind --intercept=8000 --print -- (a
     # server binding 127.0.0.1:8000): "refused port 8000 to pid 2, which

@@ -4,10 +4,13 @@ byte, and says what was not met when it gives up."""
 
 import hashlib
 import os
+import pathlib
 import re
 import select
 import signal
 import subprocess
+import shutil
+import tempfile
 import threading
 import time
 
@@ -240,17 +243,23 @@ def test_exec_probe_templates_and_environment(start, tmp_path):
 
 @pytest.mark.parametrize("name", ["my dir/s.sock", "$(touch X) `touch Y`;touch Z 'q'.sock"],
                          ids=["space", "shell-code"])
-def test_exec_probe_gets_each_template_value_as_one_shell_word(start, tmp_path, name):
+def test_exec_probe_gets_each_template_value_as_one_shell_word(start, name):
     # The values are quoted for the probe's sh -c: a socket path with a
     # space is one argument of test(1), and shell code in a path is never
-    # run (X, Y, Z would appear in the working directory).
-    path = tmp_path / name
-    path.parent.mkdir(exist_ok=True)
-    p, r = start_published(start, ["-l", str(path), "--ready-exec=test -S {port}", "--ready-timeout=10s", "--",
-                                   "sleep", str(TIMEOUT)], cwd=tmp_path)
-    assert published(r) == f"{path}\n"
-    p.stop()
-    assert os.listdir(tmp_path) == ([name.split("/")[0]] if "/" in name else []), os.listdir(tmp_path)
+    # run (X, Y, Z would appear in the working directory). A short
+    # directory: pytest's tmp_path under xdist (the valgrind run) made the
+    # path longer than sun_path's 108 bytes.
+    work = pathlib.Path(tempfile.mkdtemp(prefix="prebind-q-"))
+    try:
+        path = work / name
+        path.parent.mkdir(exist_ok=True)
+        p, r = start_published(start, ["-l", str(path), "--ready-exec=test -S {port}", "--ready-timeout=10s", "--",
+                                       "sleep", str(TIMEOUT)], cwd=work)
+        assert published(r) == f"{path}\n"
+        p.stop()
+        assert os.listdir(work) == ([name.split("/")[0]] if "/" in name else []), os.listdir(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_exec_probe_failure_shows_its_output_and_status():
