@@ -30,7 +30,7 @@ _prebind_values() {
             mapfile -t COMPREPLY < <(compgen -W 'no on-failure always' -- "$value")
             ;;
         --intercept-via)
-            mapfile -t COMPREPLY < <(compgen -W 'auto seccomp preload' -- "$value")
+            mapfile -t COMPREPLY < <(compgen -W 'auto seccomp preload forward' -- "$value")
             ;;
         --reload)
             mapfile -t COMPREPLY < <(compgen -W 'restart overlap' -- "$value")

@@ -21,9 +21,10 @@ struct intercepted {
 };
 
 struct netns_job {
-        const struct config *config;
         const struct bound_socket *sockets;
-        struct loop *loop; /* while attached */
+        unsigned max_connections; /* per forwarded socket */
+        uint64_t wait_usec;       /* for a connection inside */
+        struct loop *loop;        /* while attached */
         netns_job_ready_fn ready;
         void *userdata;
         struct netns netns;
@@ -38,52 +39,39 @@ static int make_socket(void *userdata, int family, int type, int *ret_fd) {
         return netns_socket(&j->netns, family, type, ret_fd);
 }
 
-/* The socket an --intercept names: NAME, or the first. */
-static int resolve(const struct intercept_spec *spec, const struct bound_socket *sockets, size_t n_sockets,
-                   size_t *ret) {
-        for (size_t i = 0; i < n_sockets; i++)
-                if (!spec->name || strcmp(sockets[i].name, spec->name) == 0) {
-                        *ret = i;
-                        return 0;
-                }
-        return -ENOENT;
-}
+int netns_job_new(const struct bound_socket *sockets, struct netns_job **ret) {
+        struct netns_job *j = calloc(1, sizeof *j);
 
-int netns_job_new(const struct config *c, const struct bound_socket *sockets, size_t n_sockets, bool forward,
-                  struct netns_job **ret) {
-        struct netns_job *j;
-
-        *ret = NULL;
-        if (!c->netns)
-                return 0;
-        j = calloc(1, sizeof *j);
         if (!j)
                 return log_oom();
-        *j = (struct netns_job) { .config = c, .sockets = sockets, .netns = NETNS_INIT };
-        j->intercepts = calloc(c->n_intercepts + 1, sizeof *j->intercepts);
-        if (!j->intercepts) {
-                netns_job_free(j);
+        *j = (struct netns_job) { .sockets = sockets, .netns = NETNS_INIT };
+        *ret = j;
+        return 0;
+}
+
+int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards, size_t n, unsigned max_connections,
+                      uint64_t wait_usec) {
+        const struct bound_socket *sockets = j->sockets;
+
+        j->intercepts = calloc(n + 1, sizeof *j->intercepts);
+        if (!j->intercepts)
                 return log_oom();
-        }
-        for (size_t k = 0; forward && k < c->n_intercepts; k++) {
-                const struct intercept_spec *spec = &c->intercepts[k];
+        j->max_connections = max_connections;
+        j->wait_usec = wait_usec;
+        for (size_t k = 0; k < n; k++) {
                 struct intercepted *in = &j->intercepts[k];
                 int type = 0, listening = 0;
                 socklen_t len = sizeof type;
 
-                *in = (struct intercepted) { .job = j, .port = spec->port };
+                *in = (struct intercepted) { .job = j, .socket = forwards[k].socket, .port = forwards[k].port };
                 j->n_intercepts++;
-                if (resolve(spec, sockets, n_sockets, &in->socket) < 0) {
-                        log_error("--intercept=%s=%u: no socket is named '%s'", spec->name, (unsigned) spec->port,
-                                  spec->name);
-                        netns_job_free(j);
-                        return -EINVAL;
-                }
+                /* One socket, one port inside: forwarding cannot tell
+                 * which of two ports a connection is for. */
                 for (size_t m = 0; m < k; m++)
                         if (j->intercepts[m].socket == in->socket) {
-                                log_error("--intercept: socket '%s' (fd %zu) is intercepted twice",
+                                log_error("--netns --intercept forwards a socket to one port: socket '%s' (fd %zu) "
+                                          "is intercepted twice",
                                           sockets[in->socket].name, 3 + in->socket);
-                                netns_job_free(j);
                                 return -EINVAL;
                         }
                 (void) getsockopt(sockets[in->socket].fd, SOL_SOCKET, SO_TYPE, &type, &len);
@@ -94,12 +82,14 @@ int netns_job_new(const struct config *c, const struct bound_socket *sockets, si
                                   "UDP forwarding is not supported",
                                   sockets[in->socket].name, 3 + in->socket,
                                   type == SOCK_DGRAM ? "a datagram socket" : "not a listening stream socket");
-                        netns_job_free(j);
                         return -EINVAL;
                 }
         }
-        *ret = j;
         return 0;
+}
+
+bool netns_job_forwards(const struct netns_job *j) {
+        return j && j->n_intercepts > 0;
 }
 
 int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata) {
@@ -112,8 +102,8 @@ int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn 
                                       &(struct forward_params) {
                                               .listen_fd = j->sockets[in->socket].fd,
                                               .port = in->port,
-                                              .max_connections = j->config->max_connections,
-                                              .wait_usec = j->config->ready_timeout_usec,
+                                              .max_connections = j->max_connections,
+                                              .wait_usec = j->wait_usec,
                                               /* As systemd-socket-proxyd: fewer, larger
                                                * splices; 2 × 256 KiB per connection. */
                                               .pipe_size = 256 * 1024,
@@ -147,13 +137,6 @@ void netns_job_free(struct netns_job *j) {
         free(j->intercepts);
         netns_close(&j->netns);
         free(j);
-}
-
-bool netns_job_passes(const struct netns_job *j, size_t i) {
-        for (size_t k = 0; j && k < j->n_intercepts; k++)
-                if (j->intercepts[k].socket == i)
-                        return false;
-        return true;
 }
 
 int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan) {
@@ -225,13 +208,4 @@ void netns_job_stopped(struct netns_job *j) {
         }
         j->n_waiting = 0;
         netns_close(&j->netns);
-}
-
-size_t netns_job_waiting(const struct netns_job *j, unsigned *ret_port) {
-        for (size_t k = 0; j && k < j->n_intercepts; k++)
-                if (!j->intercepts[k].ready) {
-                        *ret_port = j->intercepts[k].port;
-                        break;
-                }
-        return j ? j->n_waiting : 0;
 }

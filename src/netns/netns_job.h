@@ -3,8 +3,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "config.h"
 #include "loop.h"
 #include "socket.h"
 #include "spawn.h"
@@ -20,16 +20,23 @@
  * published sockets stay: clients wait in the backlog in between. */
 struct netns_job;
 
-/* NULL in *ret without --netns. With forward, checks the --intercept
- * specs against the sockets (names, stream sockets only) and logs what is
- * wrong: -EINVAL; without (--intercept-via=seccomp hands the sockets
- * over), the namespace only. */
-int netns_job_new(const struct config *c, const struct bound_socket *sockets, size_t n_sockets, bool forward,
-                  struct netns_job **ret);
+/* The namespace only: no forwarding until netns_job_forward(). */
+int netns_job_new(const struct bound_socket *sockets, struct netns_job **ret);
 void netns_job_free(struct netns_job *j);
 
-/* Is socket i passed to COMMAND? Intercepted ones are forwarded instead. */
-bool netns_job_passes(const struct netns_job *j, size_t i);
+/* --intercept-via=forward (or auto without seccomp): connections to
+ * sockets[socket] are spliced to port inside the namespace, at most
+ * max_connections at once per socket, each waiting wait_usec for the
+ * server inside. Stream sockets only, one port per socket; logs what is
+ * wrong: -EINVAL. */
+struct netns_forward {
+        size_t socket; /* index into the job's sockets */
+        uint16_t port;
+};
+int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards, size_t n, unsigned max_connections,
+                      uint64_t wait_usec);
+/* Does it forward (and so publish only once every port accepts inside)? */
+bool netns_job_forwards(const struct netns_job *j);
 
 /* Forward on loop; ready(userdata) is called when every intercepted port
  * of the running COMMAND accepts. Detach before the loop is freed. */
@@ -47,6 +54,3 @@ int netns_job_socket(const struct netns_job *j, int family, int type, int *ret_f
 int netns_job_started(struct netns_job *j);
 /* COMMAND has exited: stop accepting, drop the namespace. */
 void netns_job_stopped(struct netns_job *j);
-
-/* Ports that do not accept yet; the first of them in *ret_port. */
-size_t netns_job_waiting(const struct netns_job *j, unsigned *ret_port);

@@ -59,8 +59,6 @@ int readiness_new(const struct config *config, struct readiness **ret) {
                         return k < 0 ? k : -ENOMEM;
                 }
         }
-        if (config->netns && config->n_intercepts > 0)
-                r->conditions |= READY_PORTS;
         *ret = r;
         return 0;
 }
@@ -118,9 +116,10 @@ void readiness_add_broker(struct readiness *r, struct broker *broker) {
 void readiness_add_seccomp(struct readiness *r, struct intercept_seccomp *seccomp) {
         r->seccomp = seccomp;
         r->conditions |= READY_CLAIMED;
-        /* --netns: the server holds the outside socket, nothing is
-         * forwarded to a port inside. */
-        r->conditions &= ~(unsigned) READY_PORTS;
+}
+
+void readiness_add_ports(struct readiness *r) {
+        r->conditions |= READY_PORTS;
 }
 
 int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets, size_t n, char *const *setenv,

@@ -48,6 +48,10 @@ void readiness_add_broker(struct readiness *r, struct broker *broker);
  * each COMMAND's filter. */
 void readiness_add_seccomp(struct readiness *r, struct intercept_seccomp *seccomp);
 
+/* --netns forwarding (netns_job.h): the intercepted ports accept inside
+ * the namespace, as the supervisor reports with READY_PORTS. */
+void readiness_add_ports(struct readiness *r);
+
 /* --ready-log, --ready-exec, --ready-http (probes.c), once the sockets
  * and the -E entries are known. Logs its errors (bad options too);
  * returns 0 or -errno. */

@@ -155,9 +155,28 @@ int share_describe(const struct config *c, char **ret) {
         if (c->subst)
                 put_option(f, "--subst", NULL);
         for (size_t i = 0; i < c->n_intercepts; i++) {
-                snprintf(value, sizeof value, "%s%s%u", c->intercepts[i].name ?: "", c->intercepts[i].name ? "=" : "",
-                         c->intercepts[i].port);
-                put_option(f, "--intercept", value);
+                const struct intercept_spec *in = &c->intercepts[i];
+                _cleanup_free_ char *spec = NULL;
+                int k;
+
+                /* A template as written: its expansion is per run. */
+                if (in->port_template)
+                        k = asprintf(&spec, "%s%s%s", in->name ?: "", in->name ? "=" : "", in->port_template);
+                else
+                        k = asprintf(&spec, "%s%s%u", in->name ?: "", in->name ? "=" : "", in->port);
+                if (k < 0) {
+                        fputc('\0', f); /* the mark of a failed asprintf() */
+                        continue;
+                }
+                put_option(f, "--intercept", spec);
+        }
+        if (c->n_intercepts > 0 && c->intercept_via != INTERCEPT_VIA_AUTO) {
+                static const char *const via[] = {
+                        [INTERCEPT_VIA_SECCOMP] = "seccomp",
+                        [INTERCEPT_VIA_PRELOAD] = "preload",
+                        [INTERCEPT_VIA_FORWARD] = "forward",
+                };
+                put_option(f, "--intercept-via", via[c->intercept_via]);
         }
         if (c->n_intercepts > 0 && c->netns) {
                 snprintf(value, sizeof value, "%u", c->max_connections);

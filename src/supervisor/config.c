@@ -73,13 +73,13 @@ static void help(void) {
                "      --intercept=[NAME=]PORT  COMMAND's own bind() of PORT (any IPv4/IPv6 address)\n"
                "                               gets socket NAME (default: the first) instead; publish\n"
                "                               once it is claimed. PORT may be a template ({port})\n"
-               "                               With --netns: each connection to socket NAME is\n"
-               "                               forwarded to PORT inside; publish once PORT accepts\n"
-               "                               (--intercept-via=seccomp: handed over, no forwarding)\n"
-               "      --intercept-via=auto|seccomp|preload\n"
+               "      --intercept-via=auto|seccomp|preload|forward\n"
                "                               how: seccomp user notification (any program, Linux\n"
-               "                               5.9), the LD_PRELOAD library (dynamic programs), or\n"
+               "                               5.9), the LD_PRELOAD library (dynamic programs),\n"
+               "                               forward (--netns only: each connection to socket\n"
+               "                               NAME spliced to PORT inside, the slow path), or\n"
                "                               seccomp where the kernel allows it, else preload\n"
+               "                               (with --netns: else forward)\n"
                "      --netns                  run COMMAND in a new network namespace (loopback up)\n"
                "\n"
                "Supervision:\n"
@@ -439,8 +439,10 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                         c->intercept_via = INTERCEPT_VIA_SECCOMP;
                 else if (strcmp(arg, "preload") == 0)
                         c->intercept_via = INTERCEPT_VIA_PRELOAD;
+                else if (strcmp(arg, "forward") == 0)
+                        c->intercept_via = INTERCEPT_VIA_FORWARD;
                 else
-                        return usage_error("--intercept-via", arg, "expected auto, seccomp or preload");
+                        return usage_error("--intercept-via", arg, "expected auto, seccomp, preload or forward");
                 return 0;
         case ARG_RESTART:
                 if (strcmp(arg, "no") == 0)
@@ -574,17 +576,17 @@ static int check_conflicts(const struct config *c) {
                 return usage_error(NULL, NULL,
                                    "--intercept needs the supervisor and a server that binds: it cannot "
                                    "be combined with --accept, --exec or --inetd");
-        for (size_t i = 0; i < c->n_intercepts; i++)
-                for (size_t j = 0; j < i; j++)
-                        if (c->intercepts[i].port && c->intercepts[i].port == c->intercepts[j].port &&
-                            !!c->intercepts[i].name == !!c->intercepts[j].name &&
-                            (!c->intercepts[i].name || strcmp(c->intercepts[i].name, c->intercepts[j].name) == 0))
-                                return usage_error(NULL, NULL, "--intercept: the same port and socket twice");
-        for (size_t i = 0; c->netns && c->intercept_via != INTERCEPT_VIA_SECCOMP && i < c->n_intercepts; i++)
-                if (c->intercepts[i].port_template)
-                        return usage_error(NULL, NULL,
-                                           "--netns --intercept forwards to a fixed port inside: PORT "
-                                           "cannot be a template there (but with --intercept-via=seccomp)");
+        /* What each PORT means is checked once the sockets are bound
+         * (job.c's intercept_targets()), the same for every --intercept-via. */
+        if (c->intercept_via == INTERCEPT_VIA_FORWARD && !c->netns)
+                return usage_error(NULL, NULL,
+                                   "--intercept-via=forward needs --netns: it forwards to PORT inside COMMAND's "
+                                   "namespace");
+        if (c->intercept_via == INTERCEPT_VIA_PRELOAD && c->netns && c->n_intercepts)
+                return usage_error(NULL, NULL,
+                                   "--intercept-via=preload cannot be combined with --netns: the interposer "
+                                   "cannot reach prebind from another network namespace (use auto, seccomp "
+                                   "or forward)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
         if (c->share && (c->exec || c->accept || c->inetd))

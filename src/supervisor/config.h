@@ -20,9 +20,10 @@ struct intercept_spec {
 
 /* --intercept-via: how COMMAND's bind() is caught. */
 enum intercept_via {
-        INTERCEPT_VIA_AUTO,    /* seccomp where the kernel allows it, else preload */
-        INTERCEPT_VIA_SECCOMP, /* seccomp user notification (src/seccomp.c) */
-        INTERCEPT_VIA_PRELOAD, /* the LD_PRELOAD interposer (src/intercept/) */
+        INTERCEPT_VIA_AUTO,    /* seccomp where the kernel allows it, else preload (forward with --netns) */
+        INTERCEPT_VIA_SECCOMP, /* seccomp user notification (intercept/seccomp.c) */
+        INTERCEPT_VIA_PRELOAD, /* the LD_PRELOAD interposer (intercept/preload.c, interpose.c) */
+        INTERCEPT_VIA_FORWARD, /* --netns only: connections spliced to PORT inside (netns/forward.c) */
 };
 
 /* --share=NAME: what this call does with the shared server. */

@@ -241,26 +241,15 @@ static int setup_parent_death(const struct config *c) {
         return 0;
 }
 
-/* --netns --intercept: forwarded into the namespace, unless asked to be
- * handed over through seccomp (--intercept-via=seccomp): servers that
- * reach each other's ports inside the namespace need the forwarding. */
-static bool netns_forwards(const struct config *c) {
-        return c->netns && c->intercept_via != INTERCEPT_VIA_SECCOMP;
-}
-
-/* --netns: the intercepted sockets are forwarded, the others passed. */
+/* --netns: a namespace for each start of COMMAND; whether the
+ * intercepted sockets are forwarded into it is setup_intercept()'s. */
 static int setup_netns(struct job *job) {
-        int r = netns_job_new(job->config, job->sockets, job->n_sockets, netns_forwards(job->config), &job->netns);
-
-        if (r < 0)
-                return r;
         job->passed = calloc(job->n_sockets + 1, sizeof *job->passed);
         if (!job->passed)
                 return log_oom();
         for (size_t i = 0; i < job->n_sockets; i++)
-                if (netns_job_passes(job->netns, i))
-                        job->passed[job->n_passed++] = job->sockets[i];
-        return 0;
+                job->passed[job->n_passed++] = job->sockets[i];
+        return job->config->netns ? netns_job_new(job->sockets, &job->netns) : 0;
 }
 
 /* Readiness conditions, and COMMAND's NOTIFY_SOCKET for --ready. */
@@ -302,7 +291,8 @@ static int intercept_port(const struct job *job, const struct intercept_spec *sp
         return 0;
 }
 
-/* --intercept: the socket each PORT gets. */
+/* --intercept: the socket each PORT gets, the one resolution for every
+ * --intercept-via (NAME, the template, an IP socket). */
 static int intercept_targets(const struct job *job, struct broker_target *targets) {
         const struct config *c = job->config;
 
@@ -318,8 +308,8 @@ static int intercept_targets(const struct job *job, struct broker_target *target
                         if (!spec->name || strcmp(job->sockets[k].name, spec->name) == 0)
                                 sock = &job->sockets[k];
                 if (!sock) {
-                        log_error("--intercept: '%s=%u': no socket of that name (name one with -l NAME=ADDRESS)",
-                                  spec->name, port);
+                        log_error("--intercept=%s=%u: no socket is named '%s' (name one with -l NAME=ADDRESS)",
+                                  spec->name, port, spec->name);
                         return -EINVAL;
                 }
                 family = sock->addr.sa.sa_family;
@@ -329,12 +319,6 @@ static int intercept_targets(const struct job *job, struct broker_target *target
                                   port, sock->name);
                         return -EINVAL;
                 }
-                for (size_t k = 0; k < i; k++)
-                        if (targets[k].port == port && targets[k].type == sock->type) {
-                                log_error("--intercept: port %u is intercepted twice for %s sockets", port,
-                                          sock->type == SOCK_DGRAM ? "udp" : "tcp");
-                                return -EINVAL;
-                        }
                 targets[i] = (struct broker_target) {
                         .port = port,
                         .type = sock->type,
@@ -412,8 +396,48 @@ static int setup_preload(struct job *job, const struct broker_target *targets, c
         return 0;
 }
 
+/* A bind is handed one socket: the same port twice for one socket type
+ * could not tell which. (Forwarding may send two sockets, v4 and v6, to
+ * one port inside.) */
+static int check_handover(const struct broker_target *targets, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < i; k++)
+                        if (targets[k].port == targets[i].port && targets[k].type == targets[i].type) {
+                                log_error("--intercept: port %u is intercepted twice for %s sockets",
+                                          (unsigned) targets[i].port, targets[i].type == SOCK_DGRAM ? "udp" : "tcp");
+                                return -EINVAL;
+                        }
+        return 0;
+}
+
+/* --netns without a hand-over: each connection spliced to PORT inside
+ * the namespace (netns/forward.c), published once every PORT accepts. */
+static int setup_forward(struct job *job, const struct broker_target *targets, const char *no_seccomp) {
+        const struct config *c = job->config;
+        struct netns_forward forwards[INTERCEPT_TARGETS_MAX];
+        int r;
+
+        for (size_t k = 0; k < c->n_intercepts; k++) {
+                forwards[k] = (struct netns_forward) { .port = targets[k].port };
+                while (job->sockets[forwards[k].socket].fd != targets[k].fd)
+                        forwards[k].socket++;
+        }
+        r = netns_job_forward(job->netns, forwards, c->n_intercepts, c->max_connections, c->ready_timeout_usec);
+        if (r < 0)
+                return r;
+        readiness_add_ports(job->readiness);
+        if (no_seccomp)
+                log_info("--netns --intercept: forwarding each connection into the namespace (the slow path): "
+                         "seccomp cannot hand the socket over: %s",
+                         no_seccomp);
+        else
+                log_debug("--netns --intercept: forwarding each connection into the namespace");
+        return 0;
+}
+
 /* --intercept-via: seccomp where the kernel allows it (probed: another
- * listener in the tree, an old kernel, a policy), else the interposer. */
+ * listener in the tree, an old kernel, a policy), else the interposer,
+ * or with --netns the forwarder. */
 static int setup_intercept(struct job *job) {
         const struct config *c = job->config;
         struct broker_target targets[INTERCEPT_TARGETS_MAX];
@@ -421,9 +445,7 @@ static int setup_intercept(struct job *job) {
         unsigned flags = 0;
         int r;
 
-        /* With --netns, the intercepted sockets are forwarded into the
-         * namespace instead (src/netns_job.c), unless seccomp is asked for. */
-        if (c->n_intercepts == 0 || netns_forwards(c))
+        if (c->n_intercepts == 0)
                 return 0;
         if (c->n_intercepts > INTERCEPT_TARGETS_MAX) {
                 log_error("--intercept: at most %d ports", INTERCEPT_TARGETS_MAX);
@@ -431,8 +453,8 @@ static int setup_intercept(struct job *job) {
         }
         if ((r = intercept_targets(job, targets)) < 0)
                 return r;
-        /* An intercepted socket reaches COMMAND through its bind() only,
-         * not in LISTEN_FDS too, as with --netns: a server that uses
+        /* An intercepted socket reaches COMMAND through its bind() (or
+         * the forwarder) only, not in LISTEN_FDS too: a server that uses
          * inherited sockets when there are any (sd_listen_fds(),
          * go-systemd) would serve on it without a bind(), and the claim
          * publishing waits for would never come (issue 20). */
@@ -445,18 +467,22 @@ static int setup_intercept(struct job *job) {
                 if (!intercepted)
                         job->passed[job->n_passed++] = job->sockets[i];
         }
+        if (c->intercept_via == INTERCEPT_VIA_FORWARD)
+                return setup_forward(job, targets, NULL);
         if (c->intercept_via != INTERCEPT_VIA_PRELOAD) {
                 r = intercept_seccomp_probe(&flags);
                 if (r >= 0)
-                        return setup_seccomp(job, targets, flags);
+                        return check_handover(targets, c->n_intercepts) ?: setup_seccomp(job, targets, flags);
                 no_seccomp = intercept_seccomp_why_not(r);
                 if (c->intercept_via == INTERCEPT_VIA_SECCOMP) {
                         log_error("--intercept-via=seccomp: cannot catch COMMAND's bind(): %s", no_seccomp);
                         return r;
                 }
+                if (job->netns)
+                        return setup_forward(job, targets, no_seccomp);
                 log_debug("--intercept: no seccomp (%s): trying the LD_PRELOAD interposer", no_seccomp);
         }
-        return setup_preload(job, targets, no_seccomp);
+        return check_handover(targets, c->n_intercepts) ?: setup_preload(job, targets, no_seccomp);
 }
 
 int job_setup(const struct config *config, struct job *ret) {

@@ -231,7 +231,7 @@ def test_port_file_is_not_written_without_a_claim(tmp_path):
     (["--intercept=0"], "port from 1 to 65535"),
     (["--intercept=65536"], "port from 1 to 65535"),
     (["--intercept=x"], "port from 1 to 65535"),
-    (["--intercept=nosuch=80"], "no socket of that name"),
+    (["--intercept=nosuch=80"], "--intercept=nosuch=80: no socket is named 'nosuch'"),
     (["-l", "unix:/tmp/prebind-x.sock", "--intercept=80"], "unix socket"),
     (["-l", "udp:0", "-l", "u2=udp:0", "--intercept=80", "--intercept=u2=80"], "intercepted twice"),
     (["--intercept=80", "--exec"], "cannot be combined"),

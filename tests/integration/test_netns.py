@@ -1,6 +1,8 @@
 """--netns and, with it, --intercept=[NAME=]PORT: COMMAND in a network
 namespace of its own, binding its own port there (a static Go server that
-only knows ":8080"), and prebind forwarding each connection to it.
+only knows ":8080"), and prebind forwarding each connection to it
+(--intercept-via=forward, the slow path; auto hands the socket over
+through seccomp where it can, test_seccomp.py).
 
 The server is built here from servers/netns_server.go (static,
 CGO_ENABLED=0), once per source and Go version, in the temporary
@@ -23,6 +25,9 @@ import time
 import pytest
 
 from conftest import PREBIND, PREBIND_BUILT, PREBIND_REAL, PYTHON, SERVERS, TIMEOUT, pid_alive, run, server, wait_for
+
+# Forwarding, asked for: auto would hand the socket over through seccomp.
+FORWARD = ["--netns", "--intercept-via=forward"]
 
 GO_SOURCE = os.path.join(SERVERS, "netns_server.go")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,7 +73,7 @@ def go_server():
 
 
 def start_forwarding(start, binary, *options, env=None, server_args=()):
-    p = start(["--netns", "--intercept=8080", "--print=port", *options, "--", binary, *server_args],
+    p = start([*FORWARD, "--intercept=8080", "--print=port", *options, "--", binary, *server_args],
               env=env)
     return p, int(p.readline())
 
@@ -306,7 +311,7 @@ def test_command_in_its_own_namespace_without_intercept_gets_the_sockets_and_not
 
 def test_intercepted_socket_is_not_passed_and_no_fd_leaks_to_command(start, go_server, tmp_path):
     listing = tmp_path / "fds"
-    p = start(["--netns", "-l", "127.0.0.1:0", "-l", "other=127.0.0.1:0", "--intercept=8080", "--print=port", "--",
+    p = start([*FORWARD, "-l", "127.0.0.1:0", "-l", "other=127.0.0.1:0", "--intercept=8080", "--print=port", "--",
                "sh", "-c", f'echo "$LISTEN_FDS $LISTEN_FDNAMES $(ls /proc/self/fd)" > {listing}; exec {go_server}'])
     port = int(p.readline())
     p.readline()
@@ -321,7 +326,7 @@ def test_servers_that_reach_each_other_inside_one_namespace(start, go_server):
     """The recipe for servers that talk to each other: one prebind, one
     namespace, one --intercept per server."""
     # --group: b, in the background, stops with the rest when a does.
-    p = start(["--netns", "--group", "-l", "a=127.0.0.1:0", "-l", "b=127.0.0.1:0", "--intercept=a=8080",
+    p = start([*FORWARD, "--group", "-l", "a=127.0.0.1:0", "-l", "b=127.0.0.1:0", "--intercept=a=8080",
                "--intercept=b=9090", "--print=port", "--", "sh", "-c",
                f"ID=b {go_server} -addr :9090 & ID=a exec {go_server} -addr :8080"])
     port_a, port_b = int(p.readline()), int(p.readline())
@@ -331,7 +336,7 @@ def test_servers_that_reach_each_other_inside_one_namespace(start, go_server):
 
 
 def test_two_sockets_forwarded_to_one_port(start, go_server):
-    p = start(["--netns", "-l", "v4=127.0.0.1:0", "-l", "v6=[::1]:0", "--intercept=v4=8080", "--intercept=v6=8080",
+    p = start([*FORWARD, "-l", "v4=127.0.0.1:0", "-l", "v6=[::1]:0", "--intercept=v4=8080", "--intercept=v6=8080",
                "--print=addr", "--", go_server])
     v4, v6 = p.readline(), p.readline()
     assert fields(ask(int(v4.rsplit(":", 1)[1]), "id"))["id"] == ""
@@ -358,7 +363,7 @@ def test_a_port_that_never_accepts_inside_times_out_with_124(start):
     # READY=1 comes, but nothing listens on 8080 inside: the readiness
     # timeout of --ready ends it, naming the unmet condition.
     began = time.monotonic()
-    out = run(["--netns", "--intercept=8080", "--ready=1s", "--print", "--", PYTHON, server("notify_server.py"),
+    out = run([*FORWARD, "--intercept=8080", "--ready=1s", "--print", "--", PYTHON, server("notify_server.py"),
                "send:READY=1", "sleep:30"])
     assert out.returncode == 124
     assert out.stdout == ""     # never published
@@ -367,11 +372,13 @@ def test_a_port_that_never_accepts_inside_times_out_with_124(start):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--netns", "-l", "udp:127.0.0.1:0", "--intercept=8080"], "UDP forwarding is not supported"),
+    ([*FORWARD, "-l", "udp:127.0.0.1:0", "--intercept=8080"], "UDP forwarding is not supported"),
     (["--netns", "--intercept=web=8080"], "no socket is named 'web'"),
-    (["--netns", "--intercept=8080", "--intercept=8080"], "the same port and socket twice"),
-    (["--netns", "--intercept=8080", "--intercept=9090"], "is intercepted twice"),
-    (["--netns", "-l", "a=0", "--intercept=8080", "--intercept=a=9090"], "is intercepted twice"),
+    (["--netns", "--intercept=8080", "--intercept=8080"], "port 8080 is intercepted twice for tcp sockets"),
+    (["--netns", "--intercept-via=preload", "--intercept=8080"], "the interposer cannot reach prebind from another"),
+    (["--intercept-via=forward", "--intercept=8080"], "--intercept-via=forward needs --netns"),
+    ([*FORWARD, "--intercept=8080", "--intercept=9090"], "is intercepted twice"),
+    ([*FORWARD, "-l", "a=0", "--intercept=8080", "--intercept=a=9090"], "is intercepted twice"),
     (["--netns", "--intercept=0"], "expected [NAME=]PORT with a port from 1 to 65535"),
     (["--netns", "--intercept=65536"], "expected [NAME=]PORT with a port from 1 to 65535"),
     (["--netns", "--intercept=web="], "expected [NAME=]PORT"),
@@ -420,7 +427,7 @@ def test_unprivileged_as_nobody_in_a_user_namespace(public_copy):
                              timeout=TIMEOUT, cwd="/")
         assert out.returncode == 125 and "cannot create a network namespace" in out.stderr
         pytest.skip(f"unprivileged user namespaces are not available here: {reason}")
-    p = subprocess.Popen(NOBODY + [prebind, "--netns", "--intercept=8080", "--print=port", "--", binary],
+    p = subprocess.Popen(NOBODY + [prebind, *FORWARD, "--intercept=8080", "--print=port", "--", binary],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", text=True)
     try:
         port = int(p.stdout.readline())

@@ -272,7 +272,7 @@ def test_verbose_says_which_mechanism(start, go_server):
 
 @pytest.mark.parametrize("args, message", [
     (["--intercept-via=magic", "--intercept=80", "true"],
-     "prebind: --intercept-via: 'magic': expected auto, seccomp or preload (see --help)"),
+     "prebind: --intercept-via: 'magic': expected auto, seccomp, preload or forward (see --help)"),
     (["--intercept={nope.port}", "true"],
      "prebind: --intercept '{nope.port}': no socket of that name or index at '{nope.port}'"),
     (["--intercept={fd}x", "true"],
@@ -376,14 +376,30 @@ def test_netns_with_seccomp_hands_the_outside_socket_over_without_forwarding(sta
             "forwarding signal", ""), p.err
 
 
-def test_netns_with_auto_keeps_forwarding(start, go_server):
-    """Servers that reach each other's ports inside the namespace (the
-    README's --group recipe) need the forwarder: auto keeps it."""
+def test_netns_with_auto_hands_the_socket_over_and_forward_is_asked_for(start, go_server):
+    """auto under --netns is seccomp's hand-over (no forwarder); the
+    forwarder, for servers that reach each other's ports inside the
+    namespace, is --intercept-via=forward."""
     p = start(["-v", "--netns", "--intercept=8080", "--print=port", "--", go_server])
     port = int(p.readline())
     assert fields(ask(port, "id"))["pid"]
     p.stop()
+    assert "through seccomp user notification" in p.err and "accepts in the namespace" not in p.err, p.err
+    p = start(["-v", "--netns", "--intercept-via=forward", "--intercept=8080", "--print=port", "--", go_server])
+    port = int(p.readline())
+    assert fields(ask(port, "id"))["pid"]
+    p.stop()
     assert "accepts in the namespace" in p.err and "seccomp" not in p.err, p.err
+
+
+def test_netns_forwarding_to_a_templated_port(start, go_server):
+    """--intercept={port} under forwarding: the server inside binds the
+    published port's number, and connections are forwarded to it."""
+    p = start(["--netns", "--intercept-via=forward", "--intercept={port}", "--subst", "-E", "ID=inside-{port}",
+               "--print=port", "--", go_server, "-addr", ":{port}"])
+    port = int(p.readline())
+    assert fields(ask(port, "id"))["id"] == f"inside-{port}"
+    p.stop()
 
 
 @needs_root

@@ -105,6 +105,15 @@ START_TEST(test_description_tells_servers_apart) {
         check_differ(DESCRIBE("--share=x", "--group", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_differ(DESCRIBE("--share=x", "--success-status=143", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_differ(DESCRIBE("--share=x", "--subst", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
+        /* Templates as written (once all described as port 0). */
+        check_differ(DESCRIBE("--share=x", "--subst", "--intercept={port}", "--", "srv"),
+                     DESCRIBE("--share=x", "--subst", "--intercept={1.port}", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "--intercept=80", "--", "srv"),
+                     DESCRIBE("--share=x", "--intercept-via=seccomp", "--intercept=80", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "--netns", "--intercept=80", "--", "srv"),
+                     DESCRIBE("--share=x", "--netns", "--intercept-via=forward", "--intercept=80", "--", "srv"));
+        check_same(DESCRIBE("--share=x", "--intercept-via=auto", "--intercept=80", "--", "srv"),
+                   DESCRIBE("--share=x", "--intercept=80", "--", "srv"));
 }
 END_TEST
 

@@ -1092,10 +1092,16 @@ START_TEST(test_intercept_via_and_templates) {
         ck_assert_int_eq(cfg.intercept_via, INTERCEPT_VIA_PRELOAD);
         ck_assert_int_eq(parse(ARGV("prebind", "--intercept-via=ptrace", "--intercept=80", "srv")), -EINVAL);
         ck_assert_int_eq(parse(ARGV("prebind", "--intercept=port", "srv")), -EINVAL);
-        /* With --netns a template needs the hand-over: a forwarder's port
-         * inside is fixed. */
-        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept={port}", "srv")), -EINVAL);
+        /* A template is expanded for every mechanism, forwarding too. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept={port}", "srv")), 1);
         ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept-via=seccomp", "--intercept={port}", "srv")), 1);
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept-via=forward", "--intercept={port}", "srv")), 1);
+        ck_assert_int_eq(cfg.intercept_via, INTERCEPT_VIA_FORWARD);
+        /* forward is --netns's; the interposer cannot reach across one. */
+        ck_assert_int_eq(parse(ARGV("prebind", "--intercept-via=forward", "--intercept=80", "srv")), -EINVAL);
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept-via=preload", "--intercept=80", "srv")),
+                         -EINVAL);
+        ck_assert_int_eq(parse(ARGV("prebind", "--netns", "--intercept-via=preload", "srv")), 1);
 }
 END_TEST
 
