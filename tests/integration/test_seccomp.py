@@ -262,6 +262,20 @@ def test_nested_prebind_falls_back_to_the_interposer_for_a_dynamic_server(start,
     assert "through the LD_PRELOAD interposer" in p.err, p.err
 
 
+def test_nested_prebind_with_netns_falls_back_to_forwarding_and_says_so(start, go_server):
+    """--netns under an outer seccomp supervisor: auto forwards (the slow
+    path), in one line without -v; the static server is served."""
+    outer = ["--intercept-via=seccomp", "--intercept=9", "--ready-timeout=30s", "-q", "--"]
+    p = start([*outer, PREBIND, "--netns", "--intercept=8080", "--print=port", "--", go_server])
+    port = int(p.readline())
+    assert fields(ask(port, "id"))["pid"]
+    p.stop()
+    lines = [l for l in p.err.splitlines() if l.startswith("prebind:")]
+    assert lines == ["prebind: --netns --intercept: forwarding each connection into the namespace (the slow path): "
+                     "seccomp cannot hand the socket over: another seccomp supervisor already listens in this "
+                     "process tree (an outer prebind --intercept, or a container runtime)"], p.err
+
+
 def test_verbose_says_which_mechanism(start, go_server):
     p = start(["-v", "--intercept=8080", "--print=port", "--", go_server])
     port = int(p.readline())
