@@ -24,6 +24,7 @@ SAMPLES = {
     "ready_http": [True, "/health"],
     "ready_exec": ["true"],
     "intercept": [8080, ["web=8080"], {"web": 8080}],
+    "intercept_via": ["seccomp"],
     "restart": ["on-failure"],
     "group": [True],
     "share": ["pg"],

@@ -27,6 +27,7 @@ def test_keyword_arguments_become_options():
                  listen={"web": "0", "admin": "@adm"}, setenv={"A": "{url}", "HOME": None},
                  subst=True, ready=2.5, ready_timeout="3s", ready_log="Ready to accept",
                  ready_http="/health", ready_exec="curl -f {url}", intercept={"web": 8080},
+                 intercept_via="forward",
                  restart="on-failure", group=True,
                  options=["--netns", "--ready-interval=50ms"], stop_timeout=2)
     assert srv.argv == [
@@ -34,6 +35,7 @@ def test_keyword_arguments_become_options():
         "--listen=web=0", "--listen=admin=@adm", "--setenv=A={url}", "--setenv=HOME",
         "--subst", "--ready=2500ms", "--ready-timeout=3s", "--ready-log=Ready to accept",
         "--ready-http=/health", "--ready-exec=curl -f {url}", "--intercept=web=8080",
+        "--intercept-via=forward",
         "--restart=on-failure", "--group",
         "--netns", "--ready-interval=50ms", "--", "server", "--port={port}"]
 

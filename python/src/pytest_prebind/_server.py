@@ -294,6 +294,7 @@ OPTIONS: Tuple[Option, ...] = (
     Option("--ready-http", "ready_http", _switch_or_value),
     Option("--ready-exec", "ready_exec", _value),
     Option("--intercept", "intercept", _repeated(int, str)),
+    Option("--intercept-via", "intercept_via", _value),
     Option("--restart", "restart", _value),
     GROUP,
     Option("--share", "share", _value),
@@ -372,7 +373,9 @@ class Server:
       ``--ready-http``, ``--ready-exec``);
     - ``intercept``: ``8080``, ``["web=8080", "admin=9090"]`` or
       ``{"web": 8080}``: the server's own bind() of that port gets the
-      socket (``--intercept``);
+      socket (``--intercept``); ``intercept_via``: ``"seccomp"``,
+      ``"preload"`` or, with ``--netns``, ``"forward"`` (``--intercept-via``;
+      default prebind's ``auto``);
     - ``restart``: ``"on-failure"`` or ``"always"`` (``--restart``);
     - ``group``: signal COMMAND's whole process group (``--group``);
     - ``share``: a name (``"pg"``): every Server with the same name and the
@@ -415,6 +418,7 @@ class Server:
         ready_http: Union[bool, str, None] = None,
         ready_exec: Optional[str] = None,
         intercept: Optional[InterceptSpec] = None,
+        intercept_via: Optional[str] = None,
         restart: Optional[str] = None,
         group: bool = False,
         share: Optional[str] = None,
