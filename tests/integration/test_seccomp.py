@@ -160,6 +160,51 @@ def test_udp_on_an_intercepted_tcp_port_passes_through(start, tmp_path):
     p.stop()
 
 
+ETCD_ARGS = ["--name", "n", "--listen-client-urls", "http://127.0.0.1:{client.port}",
+             "--advertise-client-urls", "http://127.0.0.1:{client.port}",
+             "--listen-peer-urls", "http://127.0.0.1:{peer.port}",
+             "--initial-advertise-peer-urls", "http://127.0.0.1:{peer.port}",
+             "--initial-cluster", "n=http://127.0.0.1:{peer.port}"]
+
+
+def etcd_post(port, path, body):
+    """etcd's HTTP JSON gateway: it calls the server's own gRPC port,
+    127.0.0.1:{client.port}, which is right only if etcd was told it."""
+    import json
+    import urllib.request
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+        return json.load(answer)
+
+
+def test_two_etcd_instances_with_client_and_peer_ports_templated(start, tmp_path):
+    """Two etcd (static Go) at once, each binding the client and peer
+    ports it was told ({client.port}, {peer.port}) and getting prebind's
+    sockets: each has its own data, and the JSON gateway's call to etcd's
+    own client port reaches itself."""
+    import base64
+    etcd = which("etcd")
+    runs = []
+    for i in range(2):
+        p = start(["--intercept-via=seccomp", "-l", "client=127.0.0.1:0", "-l", "peer=127.0.0.1:0",
+                   "--intercept=client={client.port}", "--intercept=peer={peer.port}", "--subst",
+                   "--ready-timeout=60s", "--print=port", "--", etcd, "--data-dir", str(tmp_path / f"d{i}"),
+                   *ETCD_ARGS])
+        runs.append((p, int(p.readline()), int(p.readline())))
+    b64 = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
+    for i, (p, client, _) in enumerate(runs):
+        etcd_post(client, "/v3/kv/put", {"key": b64("who"), "value": b64(f"instance-{i}")})
+    for i, (p, client, peer) in enumerate(runs):
+        kvs = etcd_post(client, "/v3/kv/range", {"key": b64("who")})["kvs"]
+        assert [base64.b64decode(kv["value"]).decode() for kv in kvs] == [f"instance-{i}"]
+        members = etcd_post(client, "/v3/cluster/member/list", {})["members"]
+        assert members[0]["peerURLs"] == [f"http://127.0.0.1:{peer}"], members
+        assert members[0]["clientURLs"] == [f"http://127.0.0.1:{client}"], members
+    for p, _, _ in runs:
+        p.stop()
+
+
 # IPv4: Python addresses a datagram by its own idea of the socket's
 # family, and the socket it gets is prebind's, 127.0.0.1 (see the README).
 UDP_ECHO = r"""
