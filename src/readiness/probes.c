@@ -158,7 +158,6 @@ static void output_close(struct output *o) {
 
 /* A new pair of pipes, on the loop if the probes are. */
 static int output_open(struct probes *p) {
-        static const struct relay unopened = { .in_fd = -1, .child_fd = -1, .out_fd = -1, .nap_fd = -1 };
         struct output *o;
         int r;
 
@@ -167,7 +166,7 @@ static int output_open(struct probes *p) {
         o = calloc(1, sizeof *o);
         if (!o)
                 return -ENOMEM;
-        o->out = o->err = unopened;
+        o->out = o->err = (struct relay) RELAY_UNOPENED;
         r = relay_open(&o->out, STDOUT_FILENO, &p->out_lines);
         if (r >= 0)
                 r = relay_open(&o->err, STDERR_FILENO, &p->err_lines);

@@ -35,20 +35,83 @@
  * sources in between, whatever COMMAND writes. */
 #define RELAY_WAKE_MAX (4 * 1024 * 1024)
 
+/* The relay's state is one value: what it waits for. relay_next() holds
+ * every transition, and every effect of one is an action it returns; the
+ * relay carries them out in the order of enum relay_action. relay_open()
+ * makes a relay idle and relay_close() closed; nothing else changes the
+ * state but relay_next(). */
+enum relay_state {
+        RELAY_CLOSED,      /* not open (or closed) */
+        RELAY_IDLE,        /* open, on no loop: not attached, detached, or draining */
+        RELAY_READING,     /* the pipe is watched (EPOLLIN) */
+        RELAY_WAITING_OUT, /* bytes wait for the output: it is watched (EPOLLOUT), the pipe is not */
+        RELAY_NAPPING,     /* a little moved: the pipe rests RELAY_NAP_USEC, its timer is watched */
+        RELAY_ENDED,       /* the pipe said EOF (or broke): nothing more comes, nothing is watched */
+        _RELAY_STATE_MAX,
+};
+
+enum relay_event {
+        RELAY_ATTACH,       /* relay_attach() */
+        RELAY_DETACH,       /* relay_detach(), and relay_drain() before it reads */
+        RELAY_PASSED,       /* a wake-up passed on all it took (or took nothing) */
+        RELAY_TRICKLED,     /* …by splice, and little: more is on its way (relay_splice_event()) */
+        RELAY_HELD,         /* bytes are left that the output does not take now */
+        RELAY_EOF,          /* the pipe said EOF, or broke */
+        RELAY_NAP_OVER,     /* the nap's timer expired */
+        RELAY_WATCH_FAILED, /* the loop refused what a transition from this state watches: nothing is watched now */
+        RELAY_NAP_FAILED,   /* …the nap's timer, in particular */
+        _RELAY_EVENT_MAX,
+};
+
+/* What the relay does on a transition, in this order. */
+enum relay_action {
+        RELAY_ACT_UNWATCH_IN = 1 << 0,  /* the pipe off the loop */
+        RELAY_ACT_UNWATCH_OUT = 1 << 1, /* the output off the loop */
+        RELAY_ACT_STOP_NAP = 1 << 2,    /* the nap's timer off the loop, and closed */
+        RELAY_ACT_LAST_LINE = 1 << 3,   /* the stream ended: a last line without a newline is a line (if fed) */
+        RELAY_ACT_WATCH_IN = 1 << 4,    /* the pipe on the loop (EPOLLIN) */
+        RELAY_ACT_WATCH_OUT = 1 << 5,   /* the output on the loop (EPOLLOUT) */
+        RELAY_ACT_NAP = 1 << 6,         /* a timer of RELAY_NAP_USEC on the loop */
+        RELAY_ACT_DRAIN = 1 << 7,       /* nothing could be watched: relay_drain(), which watches the pipe again */
+};
+
+struct relay_transition {
+        enum relay_state state;
+        unsigned actions; /* enum relay_action bits */
+};
+
+/* The next state and the actions to take. An event that means nothing in
+ * a state leaves it as it is, with no action. Pure: no fd, no loop. */
+struct relay_transition relay_next(enum relay_state state, enum relay_event event);
+
+/* What a wake-up of splice(2) came to: eof (the pipe ended), full (bytes
+ * wait that the output does not take), moved (bytes moved), splicing (the
+ * output still takes splice(2): it may have fallen back to write(), or be
+ * gone). */
+enum relay_event relay_splice_event(bool eof, bool full, uint64_t moved, bool splicing);
+
+const char *relay_state_name(enum relay_state state);
+const char *relay_event_name(enum relay_event event);
+
+/* How bytes leave, from the output's file type. It only degrades: a file
+ * that refuses splice(2) (EINVAL: O_APPEND…) is written, and an output
+ * whose reader went away (EPIPE; EIO from a hung-up terminal…) is gone. */
+enum relay_output {
+        RELAY_OUT_WRITE,  /* write(2): a terminal, /dev/null… */
+        RELAY_OUT_SEND,   /* send(MSG_DONTWAIT): a socket */
+        RELAY_OUT_SPLICE, /* a pipe or a regular file: splice(2) once no line is wanted, write(2) before */
+        RELAY_OUT_GONE,   /* what is read is dropped (and counted in dropped) */
+};
+
 struct relay {
-        int target_fd;   /* prebind's fd: 1 or 2 */
-        int in_fd;       /* the read end of COMMAND's pipe */
-        int child_fd;    /* the write end, for COMMAND's fd 1 or 2 */
-        int out_fd;      /* where bytes go: target_fd or a non-blocking reopen of it */
-        bool out_owned;  /* out_fd was opened here */
-        bool out_socket; /* send(MSG_DONTWAIT) */
-        bool out_gone;   /* EPIPE: drop from now on */
-        bool in_eof;
-        bool can_splice;                  /* out_fd takes splice(2): a pipe or a regular file */
-        bool out_full;                    /* splice said EAGAIN with bytes waiting: wait for out_fd */
+        enum relay_state state;
+        enum relay_output output;
+        int target_fd;                    /* prebind's fd: 1 or 2 */
+        int in_fd;                        /* the read end of COMMAND's pipe */
+        int child_fd;                     /* the write end, for COMMAND's fd 1 or 2 */
+        int out_fd;                       /* where bytes go: target_fd, or a non-blocking reopen of it (ours) */
+        int nap_fd;                       /* the nap's timer while napping; -1 */
         struct loop *loop;                /* while attached */
-        bool watching_out;                /* out_fd is on the loop for EPOLLOUT */
-        int nap_fd;                       /* a timer while the relay naps (in_fd is off the loop); -1 */
         struct line_matcher *lines;       /* NULL: bytes only */
         bool lines_wanted;                /* feed lines (while readiness waits) */
         void (*on_lines)(void *userdata); /* after lines were fed */
@@ -58,6 +121,10 @@ struct relay {
         uint64_t relayed;  /* bytes written (or dropped) so far */
         uint64_t dropped;  /* bytes dropped: the output was gone */
 };
+
+/* A relay not opened, which relay_close() and relay_drain() take. */
+#define RELAY_UNOPENED                                                                                                \
+        { .state = RELAY_CLOSED, .target_fd = -1, .in_fd = -1, .child_fd = -1, .out_fd = -1, .nap_fd = -1 }
 
 /* Create the pipe for target_fd (1 or 2); lines (may be NULL) sees every
  * byte. Returns 0 or -errno. */
