@@ -22,6 +22,7 @@
 #include "intercept/match.h"
 #include "log.h"
 #include "macro.h"
+#include "process.h"
 #include "seccomp.h"
 
 /* The kernel's ABI (<linux/seccomp.h>, <linux/filter.h>, <linux/audit.h>),
@@ -110,9 +111,6 @@ _Static_assert(SC_RET_USER_NOTIF == SECCOMP_RET_USER_NOTIF && SC_FLAG_NEW_LISTEN
                "flags");
 #endif
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 #ifndef SYS_pidfd_getfd
 #define SYS_pidfd_getfd 438
 #endif
@@ -560,7 +558,7 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         /* A non-root prebind cannot read a non-dumpable target (EPERM):
          * then it binds by itself, and the message at the deadline says. */
         if (process_vm_readv((pid_t) req->pid, &local, 1, &remote, 1, 0) != (ssize_t) want ||
-            thread_group((pid_t) req->pid, &tgid) < 0 || (pidfd = (int) syscall(SYS_pidfd_open, tgid, 0)) < 0) {
+            thread_group((pid_t) req->pid, &tgid) < 0 || (pidfd = open_pidfd(tgid)) < 0) {
                 s->unreadable++;
                 return VERDICT_CONTINUE;
         }
