@@ -381,14 +381,10 @@ static void expire_pending(struct broker *b) {
                 start_ticking(b);
 }
 
-/* Anyone may connect, and judging a claim walks the claimant's parent
- * chain in /proc: at most this long per wake-up, so that a flood of
- * connections cannot keep the loop from its timers and signals (issue
- * 19); the backlog waits for the next turn. */
-#define ACCEPT_BUDGET_USEC (20 * USEC_PER_MSEC)
-
+/* Anyone may connect: at most LOOP_WAKE_BUDGET_USEC of connections per
+ * wake-up (issue 19); the backlog waits for the next turn. */
 static void accept_all(struct broker *b) {
-        uint64_t deadline = now_usec() + ACCEPT_BUDGET_USEC;
+        uint64_t deadline = now_usec() + LOOP_WAKE_BUDGET_USEC;
 
         while (now_usec() < deadline) {
                 struct epoll_event ev = { .events = EPOLLIN };

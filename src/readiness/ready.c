@@ -10,6 +10,7 @@
 #include "broker.h"
 #include "compat.h"
 #include "log.h"
+#include "loop.h"
 #include "notify.h"
 #include "parse.h"
 #include "probes.h"
@@ -260,19 +261,13 @@ static int on_seccomp(struct loop *l, int fd, uint32_t revents, void *userdata) 
         return 0;
 }
 
-/* Anyone may send to the notification socket, and judging a sender walks
- * its parent chain in /proc (a read and a pidfd_open() per level: ms for
- * a sender deep in a chain of forks, µs to send). Without a bound per
- * wake-up a flood from another user kept the queue from ever emptying and
- * the loop from its timers and signals (issue 19); level-triggered epoll
- * brings what is left back on the next turn. */
-#define HEAR_BUDGET_USEC (20 * USEC_PER_MSEC)
-
+/* Anyone may send to the notification socket: at most
+ * LOOP_WAKE_BUDGET_USEC of messages per wake-up (issue 19). */
 void readiness_hear(struct readiness *r) {
         char buf[NOTIFY_MESSAGE_MAX + 1];
         struct notify_message m;
         struct peer sender;
-        uint64_t deadline = now_usec() + HEAR_BUDGET_USEC;
+        uint64_t deadline = now_usec() + LOOP_WAKE_BUDGET_USEC;
         int k = 0;
 
         /* A claim or a report sent just before COMMAND exited, too. */
