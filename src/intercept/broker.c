@@ -66,10 +66,7 @@ struct broker {
 };
 
 static int open_listener(struct broker *b) {
-        union {
-                struct sockaddr sa;
-                struct sockaddr_un un;
-        } addr = { .un = { .sun_family = AF_UNIX } };
+        union sockaddr_any addr = { .un = { .sun_family = AF_UNIX } };
         char name[sizeof addr.un.sun_path];
         int n;
 
@@ -253,10 +250,7 @@ static const char *claim_refusal(const struct broker *b, const struct peer *peer
 
 static void handle_claim(struct broker *b, int conn, const struct peer *peer, const struct intercept_request *req) {
         struct target_state *t = find_target(b, req->port, req->type);
-        union {
-                struct sockaddr sa;
-                struct sockaddr_storage ss;
-        } addr;
+        union sockaddr_any addr;
         socklen_t len = sizeof addr;
         uint16_t port = 0;
         const char *why;

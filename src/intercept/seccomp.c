@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "claims.h"
 #include "intercept/match.h"
 #include "log.h"
@@ -497,8 +498,8 @@ static bool is_ours(const struct intercept_seccomp *s, const struct stat *st) {
 /* A loopback port 0 of the server's own family and type for a bind of
  * the other family (match.h's rule): nobody is told about it. */
 static int make_decoy(struct intercept_seccomp *s, int family, int type) {
-        struct sockaddr_storage ss;
-        socklen_t len = intercept_decoy_address(family, &ss);
+        union sockaddr_any addr;
+        socklen_t len = intercept_decoy_address(family, &addr.storage);
         _cleanup_close_ int fd = socket(family, type | SOCK_CLOEXEC, 0);
         struct stat st;
         int one = 1;
@@ -507,7 +508,7 @@ static int make_decoy(struct intercept_seccomp *s, int family, int type) {
                 return -EAFNOSUPPORT;
         if (family == AF_INET6)
                 (void) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-        if (bind(fd, (struct sockaddr *) &ss, len) < 0 || fstat(fd, &st) < 0)
+        if (bind(fd, &addr.sa, len) < 0 || fstat(fd, &st) < 0)
                 return -errno;
         s->decoys[s->n_decoys++ % DECOYS_MAX] = st.st_ino;
         return TAKE_FD(fd);
@@ -536,10 +537,7 @@ static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *r
 }
 
 static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *req) {
-        union {
-                struct sockaddr sa;
-                struct sockaddr_storage ss;
-        } addr = { 0 };
+        union sockaddr_any addr = { 0 };
         uint64_t len = req->data.args[2];
         size_t want = len < sizeof addr ? (size_t) len : sizeof addr;
         struct iovec local = { .iov_base = &addr, .iov_len = want };
