@@ -40,11 +40,6 @@ struct pending {
         unsigned ticks;   /* timer ticks seen while pending */
 };
 
-struct target_state {
-        struct broker_target target;
-        bool claimed;
-};
-
 struct broker {
         int epoll_fd; /* the listening socket, pending connections, the timer */
         int listen_fd;
@@ -52,13 +47,13 @@ struct broker {
         bool ticking;
         bool listen_paused; /* out of fds: listen_fd is off the epoll until the next tick */
         pid_t command;
-        struct target_state targets[INTERCEPT_PORTS_MAX];
+        struct broker_target targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
         struct pending pending[PENDING_MAX];
         size_t n_pending;
-        struct claims_notes notes; /* binds COMMAND reported, for the message on a timeout */
-        size_t n_reports;          /* total since broker_set_command(), decoys too */
-        unsigned refused;          /* claims refused since then */
+        struct claims claims; /* of targets[], and the binds COMMAND reported */
+        size_t n_reports;     /* total since broker_set_command(), decoys too */
+        unsigned refused;     /* claims refused since then */
         pid_t refused_pid;
         const char *refused_why; /* the last refusal's reason */
         char env_address[sizeof "PREBIND_BROKER=" + sizeof(struct sockaddr_un)];
@@ -89,7 +84,6 @@ static int open_listener(struct broker *b) {
 }
 
 int broker_open(const struct broker_target *targets, size_t n, struct broker **ret) {
-        struct intercept_port ports[INTERCEPT_PORTS_MAX];
         struct epoll_event ev = { .events = EPOLLIN }, timer_ev = { .events = EPOLLIN };
         struct broker *b;
         size_t len;
@@ -101,13 +95,11 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         if (!b)
                 return -ENOMEM;
         b->epoll_fd = b->listen_fd = b->timer_fd = -1;
-        for (size_t i = 0; i < n; i++) {
-                b->targets[i].target = targets[i];
-                ports[i] = (struct intercept_port) { .port = targets[i].port, .type = targets[i].type };
-        }
+        memcpy(b->targets, targets, n * sizeof *targets);
         b->n_targets = n;
+        claims_init(&b->claims, targets, n);
         len = (size_t) snprintf(b->env_ports, sizeof b->env_ports, "%s=", INTERCEPT_ENV_PORTS);
-        r = intercept_ports_format(ports, n, b->env_ports + len, sizeof b->env_ports - len);
+        r = intercept_ports_format(b->claims.port, n, b->env_ports + len, sizeof b->env_ports - len);
         if (r < 0)
                 goto fail;
         r = open_listener(b);
@@ -158,10 +150,8 @@ int broker_fd(const struct broker *b) {
 
 void broker_set_command(struct broker *b, pid_t pid) {
         b->command = pid;
-        for (size_t i = 0; i < b->n_targets; i++)
-                b->targets[i].claimed = false;
+        claims_restart(&b->claims);
         b->n_reports = 0;
-        b->notes.n = 0;
         b->refused = 0;
 }
 
@@ -173,10 +163,7 @@ void broker_forget_command(struct broker *b) {
 }
 
 bool broker_all_claimed(const struct broker *b) {
-        for (size_t i = 0; i < b->n_targets; i++)
-                if (!b->targets[i].claimed)
-                        return false;
-        return true;
+        return claims_all_claimed(&b->claims);
 }
 
 static struct pending *find_pending(struct broker *b, int fd) {
@@ -195,7 +182,7 @@ static void forget_pending(struct broker *b, struct pending *p) {
 
 static void remember(struct broker *b, pid_t pid, const struct intercept_request *req) {
         if (req->kind == INTERCEPT_REPORT)
-                claims_note(&b->notes, req->family, req->type, req->port, req->address);
+                claims_note(&b->claims.notes, req->family, req->type, req->port, req->address);
         b->n_reports++;
 }
 
@@ -222,9 +209,9 @@ static void reply(int conn, int error, uint32_t port, int fd) {
         (void) sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-static struct target_state *find_target(struct broker *b, uint32_t port, int type) {
+static const struct broker_target *find_target(const struct broker *b, uint32_t port, int type) {
         for (size_t i = 0; i < b->n_targets; i++)
-                if (b->targets[i].target.port == port && b->targets[i].target.type == type)
+                if (b->targets[i].port == port && b->targets[i].type == type)
                         return &b->targets[i];
         return NULL;
 }
@@ -249,7 +236,7 @@ static const char *claim_refusal(const struct broker *b, const struct peer *peer
 }
 
 static void handle_claim(struct broker *b, int conn, const struct peer *peer, const struct intercept_request *req) {
-        struct target_state *t = find_target(b, req->port, req->type);
+        const struct broker_target *t = find_target(b, req->port, req->type);
         union sockaddr_any addr;
         socklen_t len = sizeof addr;
         uint16_t port = 0;
@@ -273,12 +260,12 @@ static void handle_claim(struct broker *b, int conn, const struct peer *peer, co
                 reply(conn, EPERM, 0, -1);
                 return;
         }
-        if (getsockname(t->target.fd, &addr.sa, &len) == 0)
+        if (getsockname(t->fd, &addr.sa, &len) == 0)
                 (void) intercept_sockaddr_port(&addr.sa, len, &port);
-        reply(conn, 0, port, t->target.fd);
-        log_debug("handed socket '%s' (port %u) to pid %d for its bind of %s port %u/%s", t->target.name, port,
+        reply(conn, 0, port, t->fd);
+        log_debug("handed socket '%s' (port %u) to pid %d for its bind of %s port %u/%s", t->name, port,
                   (int) peer->pid, req->address, req->port, claims_type_name(req->type));
-        t->claimed = true;
+        b->claims.claimed[t - b->targets] = true;
 }
 
 /* One request on an accepted connection: the interposer sends it right
@@ -436,19 +423,10 @@ int broker_dispatch(struct broker *b) {
 }
 
 void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
-        struct intercept_port unclaimed[INTERCEPT_PORTS_MAX];
-        size_t n = 0, len;
+        size_t len = claims_describe(&b->claims, buf, size);
 
-        if (size == 0)
-                return;
-        buf[0] = '\0';
-        if (broker_all_claimed(b))
-                return;
-        for (size_t i = 0; i < b->n_targets; i++)
-                if (!b->targets[i].claimed)
-                        unclaimed[n++] =
-                                (struct intercept_port) { b->targets[i].target.port, b->targets[i].target.type };
-        len = claims_describe(&b->notes, unclaimed, n, buf, size);
+        if (len == 0)
+                return; /* all claimed */
         if (b->refused)
                 (void) claims_append(buf, size, len, " (%u claim%s refused to pid %d, which %s)", b->refused,
                                      b->refused == 1 ? "" : "s", (int) b->refused_pid, b->refused_why);

@@ -123,7 +123,7 @@ struct target_state {
         struct broker_target target;
         dev_t dev;
         ino_t ino;
-        int family; /* of the bind that got it; 0: none since set_command() */
+        int family; /* of the bind that got it, once claimed (claims.claimed) */
 };
 
 struct intercept_seccomp {
@@ -134,7 +134,7 @@ struct intercept_seccomp {
         pid_t command;
         struct target_state targets[INTERCEPT_TARGETS_MAX];
         size_t n_targets;
-        struct claims_notes notes; /* binds that got nothing of prebind's, since set_command() */
+        struct claims claims; /* of targets[], and the binds that got nothing of prebind's */
         ino_t decoys[DECOYS_MAX];
         size_t n_decoys;
         unsigned unreadable; /* binds whose address could not be read */
@@ -257,6 +257,7 @@ int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigne
                 s->targets[i] = (struct target_state) { .target = targets[i], .dev = st.st_dev, .ino = st.st_ino };
         }
         s->n_targets = n;
+        claims_init(&s->claims, targets, n);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->sock) < 0)
                 return -errno;
         s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -365,9 +366,7 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
         int fd = receive_listener(s);
 
         s->command = pid;
-        for (size_t i = 0; i < s->n_targets; i++)
-                s->targets[i].family = 0;
-        s->notes.n = 0;
+        claims_restart(&s->claims);
         s->unreadable = 0;
         if (fd < 0)
                 return fd;
@@ -383,10 +382,7 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
 }
 
 bool intercept_seccomp_all_claimed(const struct intercept_seccomp *s) {
-        for (size_t i = 0; i < s->n_targets; i++)
-                if (!s->targets[i].family)
-                        return false;
-        return true;
+        return claims_all_claimed(&s->claims);
 }
 
 int intercept_seccomp_parse_tgid(const char *status, pid_t *ret) {
@@ -474,7 +470,7 @@ static void note(struct intercept_seccomp *s, pid_t pid, const struct sockaddr *
         char address[112];
 
         intercept_address_text(sa, len, address, sizeof address);
-        claims_note(&s->notes, sa->sa_family, type, port, address);
+        claims_note(&s->claims.notes, sa->sa_family, type, port, address);
         log_debug("pid %d bound %s%s%u/%s (not intercepted)", (int) pid, address, port ? " port " : "", port,
                   claims_type_name(type));
 }
@@ -544,9 +540,11 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         /* NOLINTNEXTLINE(performance-no-int-to-ptr): an address in the target, for process_vm_readv() */
         struct iovec remote = { .iov_base = (void *) (uintptr_t) req->data.args[1], .iov_len = want };
         _cleanup_close_ int pidfd = -1, copy = -1, decoy = -1;
-        struct target_state *t = NULL;
+        const struct intercept_port *match;
+        struct target_state *t;
         struct stat st;
         uint64_t id = req->id;
+        size_t i;
         uint16_t port;
         pid_t tgid;
         int type, fd = (int) req->data.args[0], family;
@@ -583,15 +581,14 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         /* Port 0 (Go probes the stack with two at start) passes unnoted. */
         if (!intercept_sockaddr_port(&addr.sa, (socklen_t) want, &port) || port == 0)
                 return VERDICT_CONTINUE;
-        for (size_t i = 0; i < s->n_targets && !t; i++)
-                if (intercept_match(&(struct intercept_port) { s->targets[i].target.port, s->targets[i].target.type },
-                                    1, port, type))
-                        t = &s->targets[i];
-        if (!t) {
+        match = intercept_match(s->claims.port, s->n_targets, port, type);
+        if (!match) {
                 note(s, (pid_t) req->pid, &addr.sa, (socklen_t) want, port, type);
                 return VERDICT_CONTINUE;
         }
-        if (intercept_bind_rule(t->family, family) == INTERCEPT_GIVE_DECOY) {
+        i = (size_t) (match - s->claims.port);
+        t = &s->targets[i];
+        if (intercept_bind_rule(s->claims.claimed[i] ? t->family : 0, family) == INTERCEPT_GIVE_DECOY) {
                 decoy = make_decoy(s, family, type);
                 if (decoy < 0 || hand_over(s, req, tgid, copy, decoy) < 0)
                         return VERDICT_CONTINUE;
@@ -604,6 +601,7 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         log_debug("handed socket '%s' to pid %d at fd %d for its bind of port %u/%s", t->target.name, (int) req->pid,
                   fd, port, claims_type_name(type));
         t->family = family;
+        s->claims.claimed[i] = true;
         return VERDICT_DONE;
 }
 
@@ -641,24 +639,15 @@ int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
 }
 
 void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size) {
-        struct intercept_port unclaimed[INTERCEPT_TARGETS_MAX];
-        size_t n = 0, len;
+        size_t len = claims_describe(&s->claims, buf, size);
 
-        if (size == 0)
-                return;
-        buf[0] = '\0';
-        for (size_t i = 0; i < s->n_targets; i++)
-                if (!s->targets[i].family)
-                        unclaimed[n++] =
-                                (struct intercept_port) { s->targets[i].target.port, s->targets[i].target.type };
-        if (n == 0)
-                return;
-        len = claims_describe(&s->notes, unclaimed, n, buf, size);
+        if (len == 0)
+                return; /* all claimed */
         if (s->unreadable)
                 (void) claims_append(buf, size, len,
                                      " (%u bind%s could not be inspected: a non-root prebind cannot "
                                      "read a non-dumpable process)",
                                      s->unreadable, s->unreadable == 1 ? "" : "s");
-        else if (s->notes.n == 0)
+        else if (s->claims.notes.n == 0)
                 (void) claims_append(buf, size, len, " (it bound no IP port)");
 }
