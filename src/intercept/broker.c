@@ -41,11 +41,13 @@ struct pending {
 };
 
 struct broker {
-        int epoll_fd; /* the listening socket, pending connections, the timer */
+        struct loop *loop; /* watches the listening socket, pending connections, the timer; NULL: not attached */
+        broker_callback callback;
+        void *userdata;
         int listen_fd;
         int timer_fd; /* ticks while connections are pending or listening is paused */
         bool ticking;
-        bool listen_paused; /* out of fds: listen_fd is off the epoll until the next tick */
+        bool listen_paused; /* out of fds: listen_fd is not watched until the next tick */
         pid_t command;
         struct broker_target targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
@@ -84,7 +86,6 @@ static int open_listener(struct broker *b) {
 }
 
 int broker_open(const struct broker_target *targets, size_t n, struct broker **ret) {
-        struct epoll_event ev = { .events = EPOLLIN }, timer_ev = { .events = EPOLLIN };
         struct broker *b;
         size_t len;
         int r;
@@ -94,7 +95,7 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         b = calloc(1, sizeof *b);
         if (!b)
                 return -ENOMEM;
-        b->epoll_fd = b->listen_fd = b->timer_fd = -1;
+        b->listen_fd = b->timer_fd = -1;
         memcpy(b->targets, targets, n * sizeof *targets);
         b->n_targets = n;
         claims_init(&b->claims, targets, n);
@@ -105,12 +106,8 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         r = open_listener(b);
         if (r < 0)
                 goto fail;
-        b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        ev.data.fd = b->listen_fd;
-        timer_ev.data.fd = b->timer_fd;
-        if (b->epoll_fd < 0 || b->timer_fd < 0 || epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) < 0 ||
-            epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->timer_fd, &timer_ev) < 0) {
+        if (b->timer_fd < 0) {
                 r = -errno;
                 goto fail;
         }
@@ -124,6 +121,7 @@ fail:
 void broker_free(struct broker *b) {
         if (!b)
                 return;
+        broker_detach(b);
         for (size_t i = 0; i < b->n_pending; i++) {
                 close(b->pending[i].fd);
                 peer_done(&b->pending[i].peer);
@@ -131,8 +129,6 @@ void broker_free(struct broker *b) {
         if (b->listen_fd >= 0)
                 close(b->listen_fd);
         timer_stop(&b->timer_fd);
-        if (b->epoll_fd >= 0)
-                close(b->epoll_fd);
         free(b);
 }
 
@@ -142,10 +138,6 @@ const char *broker_env_address(const struct broker *b) {
 
 const char *broker_env_ports(const struct broker *b) {
         return b->env_ports;
-}
-
-int broker_fd(const struct broker *b) {
-        return b->epoll_fd;
 }
 
 void broker_set_command(struct broker *b, pid_t pid) {
@@ -174,7 +166,8 @@ static struct pending *find_pending(struct broker *b, int fd) {
 }
 
 static void forget_pending(struct broker *b, struct pending *p) {
-        (void) epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, p->fd, NULL);
+        if (b->loop)
+                loop_remove(b->loop, p->fd);
         close(p->fd);
         peer_done(&p->peer);
         *p = b->pending[--b->n_pending];
@@ -322,21 +315,23 @@ static void start_ticking(struct broker *b) {
                 b->ticking = timer_start(&b->timer_fd, PENDING_TICK_USEC) == 0;
 }
 
+static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata);
+static int on_connection(struct loop *l, int fd, uint32_t revents, void *userdata);
+
 /* Out of fds (idle connections of another user's can use them up): the
- * listening socket leaves the broker's epoll until the next tick, instead
- * of failing at once on every turn. */
+ * listening socket is not watched until the next tick, instead of
+ * failing at once on every turn. */
 static void pause_listening(struct broker *b) {
         if (b->listen_paused)
                 return;
-        (void) epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, b->listen_fd, NULL);
+        if (b->loop)
+                loop_remove(b->loop, b->listen_fd);
         b->listen_paused = true;
         start_ticking(b);
 }
 
 static void resume_listening(struct broker *b) {
-        struct epoll_event ev = { .events = EPOLLIN, .data.fd = b->listen_fd };
-
-        if (b->listen_paused && epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) == 0)
+        if (b->listen_paused && (!b->loop || loop_add(b->loop, b->listen_fd, EPOLLIN, on_listen, b) == 0))
                 b->listen_paused = false;
 }
 
@@ -368,7 +363,6 @@ static void accept_all(struct broker *b) {
         uint64_t deadline = now_usec() + LOOP_WAKE_BUDGET_USEC;
 
         while (now_usec() < deadline) {
-                struct epoll_event ev = { .events = EPOLLIN };
                 int conn = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 struct pending *p;
 
@@ -386,8 +380,7 @@ static void accept_all(struct broker *b) {
                                         oldest = &b->pending[i];
                         forget_pending(b, oldest);
                 }
-                ev.data.fd = conn;
-                if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, conn, &ev) < 0) {
+                if (b->loop && loop_add(b->loop, conn, EPOLLIN, on_connection, b) < 0) {
                         close(conn);
                         continue;
                 }
@@ -400,26 +393,73 @@ static void accept_all(struct broker *b) {
         }
 }
 
-int broker_dispatch(struct broker *b) {
-        struct epoll_event events[16];
-        int n = epoll_wait(b->epoll_fd, events, 16, 0);
+static void served(struct broker *b) {
+        if (b->callback)
+                b->callback(b->userdata);
+}
 
-        if (n < 0)
-                return errno == EINTR ? 0 : -errno;
-        for (int i = 0; i < n; i++) {
-                int fd = events[i].data.fd;
-                struct pending *p;
+static int on_connection(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct broker *b = userdata;
+        struct pending *p = find_pending(b, fd);
 
-                if (fd == b->listen_fd)
-                        accept_all(b);
-                else if (fd == b->timer_fd)
-                        expire_pending(b);
-                /* Not one closed in this turn (by the timer, or to make
-                 * room): its number may be a new connection's. */
-                else if ((p = find_pending(b, fd)))
-                        handle_connection(b, p);
+        if (p) {
+                handle_connection(b, p);
+                served(b);
         }
         return 0;
+}
+
+static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct broker *b = userdata;
+
+        accept_all(b);
+        served(b);
+        return 0;
+}
+
+static int on_tick(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        expire_pending(userdata);
+        return 0;
+}
+
+int broker_attach(struct broker *b, struct loop *l, broker_callback callback, void *userdata) {
+        int r;
+
+        b->loop = l;
+        b->callback = callback;
+        b->userdata = userdata;
+        if ((r = loop_add(l, b->timer_fd, EPOLLIN, on_tick, b)) < 0 ||
+            (!b->listen_paused && (r = loop_add(l, b->listen_fd, EPOLLIN, on_listen, b)) < 0))
+                return r;
+        for (size_t i = 0; i < b->n_pending; i++)
+                if ((r = loop_add(l, b->pending[i].fd, EPOLLIN, on_connection, b)) < 0)
+                        return r;
+        return 0;
+}
+
+void broker_detach(struct broker *b) {
+        if (!b->loop)
+                return;
+        loop_remove(b->loop, b->timer_fd);
+        loop_remove(b->loop, b->listen_fd);
+        for (size_t i = 0; i < b->n_pending; i++)
+                loop_remove(b->loop, b->pending[i].fd);
+        b->loop = NULL;
+}
+
+void broker_dispatch(struct broker *b) {
+        expire_pending(b);
+        if (!b->listen_paused)
+                accept_all(b);
+        /* handle_connection() forgets a connection it is done with, and
+         * the last one moves to i. */
+        for (size_t i = 0; i < b->n_pending;) {
+                size_t n = b->n_pending;
+
+                handle_connection(b, &b->pending[i]);
+                if (b->n_pending == n)
+                        i++;
+        }
 }
 
 void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {

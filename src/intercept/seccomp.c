@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,10 +128,12 @@ struct target_state {
 };
 
 struct intercept_seccomp {
-        unsigned flags; /* extra filter flags (WAIT_KILLABLE_RECV) */
-        int sock[2];    /* [0] prebind's end, [1] the child's */
-        int epoll_fd;
-        int listener; /* -1 between COMMANDs */
+        unsigned flags;    /* extra filter flags (WAIT_KILLABLE_RECV) */
+        int sock[2];       /* [0] prebind's end, [1] the child's */
+        int listener;      /* -1 between COMMANDs */
+        struct loop *loop; /* watches the listener; NULL: not attached */
+        intercept_seccomp_callback callback;
+        void *userdata;
         pid_t command;
         struct target_state targets[INTERCEPT_TARGETS_MAX];
         size_t n_targets;
@@ -248,7 +251,7 @@ int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigne
         if (!s)
                 return -ENOMEM;
         s->flags = flags;
-        s->listener = s->epoll_fd = s->sock[0] = s->sock[1] = -1;
+        s->listener = s->sock[0] = s->sock[1] = -1;
         for (size_t i = 0; i < n; i++) {
                 struct stat st;
 
@@ -260,12 +263,6 @@ int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigne
         claims_init(&s->claims, targets, n);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->sock) < 0)
                 return -errno;
-        s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-        if (s->epoll_fd < 0) {
-                int r = -errno;
-                intercept_seccomp_free(TAKE_PTR(s));
-                return r;
-        }
         *ret = TAKE_PTR(s);
         return 0;
 }
@@ -273,22 +270,17 @@ int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigne
 void intercept_seccomp_free(struct intercept_seccomp *s) {
         if (!s)
                 return;
+        intercept_seccomp_detach(s);
         for (size_t i = 0; i < 2; i++)
                 if (s->sock[i] >= 0)
                         close(s->sock[i]);
         if (s->listener >= 0)
                 close(s->listener);
-        if (s->epoll_fd >= 0)
-                close(s->epoll_fd);
         free(s);
 }
 
 int intercept_seccomp_child_socket(const struct intercept_seccomp *s) {
         return s->sock[1];
-}
-
-int intercept_seccomp_fd(const struct intercept_seccomp *s) {
-        return s->epoll_fd;
 }
 
 int intercept_seccomp_child(const struct intercept_seccomp *s, int sock) {
@@ -353,17 +345,19 @@ static int receive_listener(struct intercept_seccomp *s) {
         }
 }
 
+static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata);
+
 static void drop_listener(struct intercept_seccomp *s) {
         if (s->listener < 0)
                 return;
-        (void) epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, s->listener, NULL);
+        if (s->loop)
+                loop_remove(s->loop, s->listener);
         close(s->listener);
         s->listener = -1;
 }
 
 int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
-        struct epoll_event ev = { .events = EPOLLIN };
-        int fd = receive_listener(s);
+        int fd = receive_listener(s), r;
 
         s->command = pid;
         claims_restart(&s->claims);
@@ -372,9 +366,7 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
                 return fd;
         drop_listener(s);
         s->listener = fd;
-        ev.data.fd = fd;
-        if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-                int r = -errno;
+        if (s->loop && (r = loop_add(s->loop, fd, EPOLLIN, on_listener, s)) < 0) {
                 drop_listener(s);
                 return r;
         }
@@ -623,19 +615,50 @@ static int answer_one(struct intercept_seccomp *s) {
         return 0;
 }
 
-int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
-        struct epoll_event ev;
-        int n = epoll_wait(s->epoll_fd, &ev, 1, 0);
-
-        if (n < 0)
-                return errno == EINTR ? 0 : -errno;
-        if (n == 0 || s->listener < 0)
-                return 0;
-        if (ev.events & EPOLLIN)
+/* The listener is readable (a notification waits), or not: then it hung
+ * up, as no process is left under the filter. */
+static int serve(struct intercept_seccomp *s, bool readable) {
+        if (readable)
                 return answer_one(s);
-        /* EPOLLHUP: no process is left under the filter. */
         drop_listener(s);
         return 0;
+}
+
+static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct intercept_seccomp *s = userdata;
+        int r = serve(s, revents & EPOLLIN);
+
+        if (s->callback)
+                s->callback(r, s->userdata);
+        return 0;
+}
+
+int intercept_seccomp_attach(struct intercept_seccomp *s, struct loop *l, intercept_seccomp_callback callback,
+                             void *userdata) {
+        s->loop = l;
+        s->callback = callback;
+        s->userdata = userdata;
+        return s->listener >= 0 ? loop_add(l, s->listener, EPOLLIN, on_listener, s) : 0;
+}
+
+void intercept_seccomp_detach(struct intercept_seccomp *s) {
+        if (!s->loop)
+                return;
+        if (s->listener >= 0)
+                loop_remove(s->loop, s->listener);
+        s->loop = NULL;
+}
+
+int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
+        struct pollfd p = { .fd = s->listener, .events = POLLIN };
+        int n;
+
+        if (s->listener < 0)
+                return 0;
+        n = poll(&p, 1, 0);
+        if (n < 0)
+                return errno == EINTR ? 0 : -errno;
+        return n == 0 ? 0 : serve(s, p.revents & POLLIN);
 }
 
 void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size) {
