@@ -13,6 +13,11 @@
 #include "macro.h"
 #include "process.h"
 
+/* Linux 5.3, on every architecture (the unified syscall table). */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
 int exit_status_of(int wait_status) {
         if (WIFEXITED(wait_status))
                 return WEXITSTATUS(wait_status);
@@ -40,6 +45,12 @@ int signal_process(pid_t pid, bool group, int sig) {
         if (kill(group ? -pid : pid, sig) < 0 && errno != ESRCH)
                 return -errno;
         return 0;
+}
+
+int open_pidfd(pid_t pid) {
+        int fd = (int) syscall(SYS_pidfd_open, pid, 0U);
+
+        return fd >= 0 ? fd : -errno;
 }
 
 /* The parent of pid, from /proc/PID/stat. */
@@ -150,9 +161,9 @@ static bool pidfd_descends_from(int pidfd, pid_t pid, pid_t root) {
                         return true;
                 if (read_ppid(pid, &ppid) < 0 || ppid <= 1)
                         return false;
-                parent = (int) syscall(SYS_pidfd_open, ppid, 0);
+                parent = open_pidfd(ppid);
                 /* Without pidfd_open() (ENOSYS), by number from here on. */
-                if ((parent < 0 && errno != ENOSYS) || read_ppid(pid, &again) < 0 || again != ppid ||
+                if ((parent < 0 && parent != -ENOSYS) || read_ppid(pid, &again) < 0 || again != ppid ||
                     (current >= 0 && pidfd_pid(current) != pid))
                         return false;
                 closep(&held);
@@ -168,8 +179,10 @@ void peer_init(struct peer *ret, pid_t pid, uid_t uid, gid_t gid, int pidfd) {
         if (pidfd >= 0)
                 ret->pidfd = pidfd;
         else if (pidfd == -ENOPROTOOPT && pid > 0) {
-                ret->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-                ret->by_number = ret->pidfd < 0 && errno == ENOSYS;
+                int fd = open_pidfd(pid);
+
+                ret->pidfd = fd >= 0 ? fd : -1;
+                ret->by_number = fd == -ENOSYS;
         }
 }
 
@@ -194,10 +207,10 @@ bool peer_exited(const struct peer *p) {
  * (found by the review of issue 19). Its pidfd's fdinfo says. 0 or -1:
  * not visible in /proc at all. Without pidfd_open(), root as it is. */
 static pid_t pid_as_proc_sees_it(pid_t root) {
-        _cleanup_close_ int fd = (int) syscall(SYS_pidfd_open, root, 0);
+        _cleanup_close_ int fd = open_pidfd(root);
 
         if (fd < 0)
-                return errno == ENOSYS ? root : -1;
+                return fd == -ENOSYS ? root : -1;
         return pidfd_pid(fd);
 }
 

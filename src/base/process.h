@@ -23,6 +23,12 @@ int reap_one(pid_t *ret_pid, int *ret_status);
  * would reach prebind's own group. Returns 0 or -errno. */
 int signal_process(pid_t pid, bool group, int sig);
 
+/* pidfd_open(2): a pidfd for whatever process has the number pid now
+ * (close-on-exec, as every pidfd is), or -errno: -ESRCH when none has,
+ * -ENOSYS where the kernel (Linux < 5.3) or valgrind (< 3.20) has no
+ * pidfd_open(). glibc wraps it only since 2.36, musl not at all. */
+int open_pidfd(pid_t pid);
+
 /* The process at the other end of a unix socket, for messages that only
  * COMMAND (or a worker it started) may send: a socket claim, READY=1.
  *

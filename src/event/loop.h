@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clock.h"
+
 /* The supervisor's event loop: a table of event sources, each an fd that
  * epoll watches and a handler called when it is ready. A new kind of event
  * (a bind broker, a readiness probe, an output relay, a forwarded
@@ -14,6 +16,17 @@
  * of a source removed (or removed and its fd reused) earlier in the same
  * batch is not delivered. */
 struct loop;
+
+/* The most time a handler spends per wake-up on work that others can
+ * queue faster than it is done: connections to the broker, messages to
+ * the notification socket, from anyone allowed to send, each judged by
+ * walking its sender's parent chain in /proc (a read and a pidfd_open()
+ * per level: ms for a sender deep in a chain of forks, µs to send).
+ * Without a bound a flood, from another user too, kept the queue from
+ * ever emptying and the loop from its timers and signals (issue 19). The
+ * handler stops when it is spent and returns; level-triggered epoll
+ * brings what is left back on the next turn. */
+#define LOOP_WAKE_BUDGET_USEC (20 * USEC_PER_MSEC)
 
 typedef int (*loop_handler)(struct loop *l, int fd, uint32_t revents, void *userdata);
 

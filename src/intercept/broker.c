@@ -40,25 +40,22 @@ struct pending {
         unsigned ticks;   /* timer ticks seen while pending */
 };
 
-struct target_state {
-        struct broker_target target;
-        bool claimed;
-};
-
 struct broker {
-        int epoll_fd; /* the listening socket, pending connections, the timer */
+        struct loop *loop; /* watches the listening socket, pending connections, the timer; NULL: not attached */
+        broker_callback callback;
+        void *userdata;
         int listen_fd;
         int timer_fd; /* ticks while connections are pending or listening is paused */
         bool ticking;
-        bool listen_paused; /* out of fds: listen_fd is off the epoll until the next tick */
+        bool listen_paused; /* out of fds: listen_fd is not watched until the next tick */
         pid_t command;
-        struct target_state targets[INTERCEPT_PORTS_MAX];
+        struct broker_target targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
         struct pending pending[PENDING_MAX];
         size_t n_pending;
-        struct claims_notes notes; /* binds COMMAND reported, for the message on a timeout */
-        size_t n_reports;          /* total since broker_set_command(), decoys too */
-        unsigned refused;          /* claims refused since then */
+        struct claims claims; /* of targets[], and the binds COMMAND reported */
+        size_t n_reports;     /* total since broker_set_command(), decoys too */
+        unsigned refused;     /* claims refused since then */
         pid_t refused_pid;
         const char *refused_why; /* the last refusal's reason */
         char env_address[sizeof "PREBIND_BROKER=" + sizeof(struct sockaddr_un)];
@@ -66,10 +63,7 @@ struct broker {
 };
 
 static int open_listener(struct broker *b) {
-        union {
-                struct sockaddr sa;
-                struct sockaddr_un un;
-        } addr = { .un = { .sun_family = AF_UNIX } };
+        union sockaddr_any addr = { .un = { .sun_family = AF_UNIX } };
         char name[sizeof addr.un.sun_path];
         int n;
 
@@ -92,8 +86,6 @@ static int open_listener(struct broker *b) {
 }
 
 int broker_open(const struct broker_target *targets, size_t n, struct broker **ret) {
-        struct intercept_port ports[INTERCEPT_PORTS_MAX];
-        struct epoll_event ev = { .events = EPOLLIN }, timer_ev = { .events = EPOLLIN };
         struct broker *b;
         size_t len;
         int r;
@@ -103,25 +95,19 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         b = calloc(1, sizeof *b);
         if (!b)
                 return -ENOMEM;
-        b->epoll_fd = b->listen_fd = b->timer_fd = -1;
-        for (size_t i = 0; i < n; i++) {
-                b->targets[i].target = targets[i];
-                ports[i] = (struct intercept_port) { .port = targets[i].port, .type = targets[i].type };
-        }
+        b->listen_fd = b->timer_fd = -1;
+        memcpy(b->targets, targets, n * sizeof *targets);
         b->n_targets = n;
+        claims_init(&b->claims, targets, n);
         len = (size_t) snprintf(b->env_ports, sizeof b->env_ports, "%s=", INTERCEPT_ENV_PORTS);
-        r = intercept_ports_format(ports, n, b->env_ports + len, sizeof b->env_ports - len);
+        r = intercept_ports_format(b->claims.port, n, b->env_ports + len, sizeof b->env_ports - len);
         if (r < 0)
                 goto fail;
         r = open_listener(b);
         if (r < 0)
                 goto fail;
-        b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        ev.data.fd = b->listen_fd;
-        timer_ev.data.fd = b->timer_fd;
-        if (b->epoll_fd < 0 || b->timer_fd < 0 || epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) < 0 ||
-            epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->timer_fd, &timer_ev) < 0) {
+        if (b->timer_fd < 0) {
                 r = -errno;
                 goto fail;
         }
@@ -135,6 +121,7 @@ fail:
 void broker_free(struct broker *b) {
         if (!b)
                 return;
+        broker_detach(b);
         for (size_t i = 0; i < b->n_pending; i++) {
                 close(b->pending[i].fd);
                 peer_done(&b->pending[i].peer);
@@ -142,8 +129,6 @@ void broker_free(struct broker *b) {
         if (b->listen_fd >= 0)
                 close(b->listen_fd);
         timer_stop(&b->timer_fd);
-        if (b->epoll_fd >= 0)
-                close(b->epoll_fd);
         free(b);
 }
 
@@ -155,16 +140,10 @@ const char *broker_env_ports(const struct broker *b) {
         return b->env_ports;
 }
 
-int broker_fd(const struct broker *b) {
-        return b->epoll_fd;
-}
-
 void broker_set_command(struct broker *b, pid_t pid) {
         b->command = pid;
-        for (size_t i = 0; i < b->n_targets; i++)
-                b->targets[i].claimed = false;
+        claims_restart(&b->claims);
         b->n_reports = 0;
-        b->notes.n = 0;
         b->refused = 0;
 }
 
@@ -176,10 +155,7 @@ void broker_forget_command(struct broker *b) {
 }
 
 bool broker_all_claimed(const struct broker *b) {
-        for (size_t i = 0; i < b->n_targets; i++)
-                if (!b->targets[i].claimed)
-                        return false;
-        return true;
+        return claims_all_claimed(&b->claims);
 }
 
 static struct pending *find_pending(struct broker *b, int fd) {
@@ -190,7 +166,8 @@ static struct pending *find_pending(struct broker *b, int fd) {
 }
 
 static void forget_pending(struct broker *b, struct pending *p) {
-        (void) epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, p->fd, NULL);
+        if (b->loop)
+                loop_remove(b->loop, p->fd);
         close(p->fd);
         peer_done(&p->peer);
         *p = b->pending[--b->n_pending];
@@ -198,7 +175,7 @@ static void forget_pending(struct broker *b, struct pending *p) {
 
 static void remember(struct broker *b, pid_t pid, const struct intercept_request *req) {
         if (req->kind == INTERCEPT_REPORT)
-                claims_note(&b->notes, req->family, req->type, req->port, req->address);
+                claims_note(&b->claims.notes, req->family, req->type, req->port, req->address);
         b->n_reports++;
 }
 
@@ -225,9 +202,9 @@ static void reply(int conn, int error, uint32_t port, int fd) {
         (void) sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-static struct target_state *find_target(struct broker *b, uint32_t port, int type) {
+static const struct broker_target *find_target(const struct broker *b, uint32_t port, int type) {
         for (size_t i = 0; i < b->n_targets; i++)
-                if (b->targets[i].target.port == port && b->targets[i].target.type == type)
+                if (b->targets[i].port == port && b->targets[i].type == type)
                         return &b->targets[i];
         return NULL;
 }
@@ -252,11 +229,8 @@ static const char *claim_refusal(const struct broker *b, const struct peer *peer
 }
 
 static void handle_claim(struct broker *b, int conn, const struct peer *peer, const struct intercept_request *req) {
-        struct target_state *t = find_target(b, req->port, req->type);
-        union {
-                struct sockaddr sa;
-                struct sockaddr_storage ss;
-        } addr;
+        const struct broker_target *t = find_target(b, req->port, req->type);
+        union sockaddr_any addr;
         socklen_t len = sizeof addr;
         uint16_t port = 0;
         const char *why;
@@ -279,12 +253,12 @@ static void handle_claim(struct broker *b, int conn, const struct peer *peer, co
                 reply(conn, EPERM, 0, -1);
                 return;
         }
-        if (getsockname(t->target.fd, &addr.sa, &len) == 0)
+        if (getsockname(t->fd, &addr.sa, &len) == 0)
                 (void) intercept_sockaddr_port(&addr.sa, len, &port);
-        reply(conn, 0, port, t->target.fd);
-        log_debug("handed socket '%s' (port %u) to pid %d for its bind of %s port %u/%s", t->target.name, port,
+        reply(conn, 0, port, t->fd);
+        log_debug("handed socket '%s' (port %u) to pid %d for its bind of %s port %u/%s", t->name, port,
                   (int) peer->pid, req->address, req->port, claims_type_name(req->type));
-        t->claimed = true;
+        b->claims.claimed[t - b->targets] = true;
 }
 
 /* One request on an accepted connection: the interposer sends it right
@@ -341,21 +315,23 @@ static void start_ticking(struct broker *b) {
                 b->ticking = timer_start(&b->timer_fd, PENDING_TICK_USEC) == 0;
 }
 
+static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata);
+static int on_connection(struct loop *l, int fd, uint32_t revents, void *userdata);
+
 /* Out of fds (idle connections of another user's can use them up): the
- * listening socket leaves the broker's epoll until the next tick, instead
- * of failing at once on every turn. */
+ * listening socket is not watched until the next tick, instead of
+ * failing at once on every turn. */
 static void pause_listening(struct broker *b) {
         if (b->listen_paused)
                 return;
-        (void) epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, b->listen_fd, NULL);
+        if (b->loop)
+                loop_remove(b->loop, b->listen_fd);
         b->listen_paused = true;
         start_ticking(b);
 }
 
 static void resume_listening(struct broker *b) {
-        struct epoll_event ev = { .events = EPOLLIN, .data.fd = b->listen_fd };
-
-        if (b->listen_paused && epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->listen_fd, &ev) == 0)
+        if (b->listen_paused && (!b->loop || loop_add(b->loop, b->listen_fd, EPOLLIN, on_listen, b) == 0))
                 b->listen_paused = false;
 }
 
@@ -381,17 +357,12 @@ static void expire_pending(struct broker *b) {
                 start_ticking(b);
 }
 
-/* Anyone may connect, and judging a claim walks the claimant's parent
- * chain in /proc: at most this long per wake-up, so that a flood of
- * connections cannot keep the loop from its timers and signals (issue
- * 19); the backlog waits for the next turn. */
-#define ACCEPT_BUDGET_USEC (20 * USEC_PER_MSEC)
-
+/* Anyone may connect: at most LOOP_WAKE_BUDGET_USEC of connections per
+ * wake-up (issue 19); the backlog waits for the next turn. */
 static void accept_all(struct broker *b) {
-        uint64_t deadline = now_usec() + ACCEPT_BUDGET_USEC;
+        uint64_t deadline = now_usec() + LOOP_WAKE_BUDGET_USEC;
 
         while (now_usec() < deadline) {
-                struct epoll_event ev = { .events = EPOLLIN };
                 int conn = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 struct pending *p;
 
@@ -409,8 +380,7 @@ static void accept_all(struct broker *b) {
                                         oldest = &b->pending[i];
                         forget_pending(b, oldest);
                 }
-                ev.data.fd = conn;
-                if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, conn, &ev) < 0) {
+                if (b->loop && loop_add(b->loop, conn, EPOLLIN, on_connection, b) < 0) {
                         close(conn);
                         continue;
                 }
@@ -423,42 +393,80 @@ static void accept_all(struct broker *b) {
         }
 }
 
-int broker_dispatch(struct broker *b) {
-        struct epoll_event events[16];
-        int n = epoll_wait(b->epoll_fd, events, 16, 0);
+static void served(struct broker *b) {
+        if (b->callback)
+                b->callback(b->userdata);
+}
 
-        if (n < 0)
-                return errno == EINTR ? 0 : -errno;
-        for (int i = 0; i < n; i++) {
-                int fd = events[i].data.fd;
-                struct pending *p;
+static int on_connection(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct broker *b = userdata;
+        struct pending *p = find_pending(b, fd);
 
-                if (fd == b->listen_fd)
-                        accept_all(b);
-                else if (fd == b->timer_fd)
-                        expire_pending(b);
-                /* Not one closed in this turn (by the timer, or to make
-                 * room): its number may be a new connection's. */
-                else if ((p = find_pending(b, fd)))
-                        handle_connection(b, p);
+        if (p) {
+                handle_connection(b, p);
+                served(b);
         }
         return 0;
 }
 
-void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
-        struct intercept_port unclaimed[INTERCEPT_PORTS_MAX];
-        size_t n = 0, len;
+static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct broker *b = userdata;
 
-        if (size == 0)
+        accept_all(b);
+        served(b);
+        return 0;
+}
+
+static int on_tick(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        expire_pending(userdata);
+        return 0;
+}
+
+int broker_attach(struct broker *b, struct loop *l, broker_callback callback, void *userdata) {
+        int r;
+
+        b->loop = l;
+        b->callback = callback;
+        b->userdata = userdata;
+        if ((r = loop_add(l, b->timer_fd, EPOLLIN, on_tick, b)) < 0 ||
+            (!b->listen_paused && (r = loop_add(l, b->listen_fd, EPOLLIN, on_listen, b)) < 0))
+                return r;
+        for (size_t i = 0; i < b->n_pending; i++)
+                if ((r = loop_add(l, b->pending[i].fd, EPOLLIN, on_connection, b)) < 0)
+                        return r;
+        return 0;
+}
+
+void broker_detach(struct broker *b) {
+        if (!b->loop)
                 return;
-        buf[0] = '\0';
-        if (broker_all_claimed(b))
-                return;
-        for (size_t i = 0; i < b->n_targets; i++)
-                if (!b->targets[i].claimed)
-                        unclaimed[n++] =
-                                (struct intercept_port) { b->targets[i].target.port, b->targets[i].target.type };
-        len = claims_describe(&b->notes, unclaimed, n, buf, size);
+        loop_remove(b->loop, b->timer_fd);
+        loop_remove(b->loop, b->listen_fd);
+        for (size_t i = 0; i < b->n_pending; i++)
+                loop_remove(b->loop, b->pending[i].fd);
+        b->loop = NULL;
+}
+
+void broker_dispatch(struct broker *b) {
+        expire_pending(b);
+        if (!b->listen_paused)
+                accept_all(b);
+        /* handle_connection() forgets a connection it is done with, and
+         * the last one moves to i. */
+        for (size_t i = 0; i < b->n_pending;) {
+                size_t n = b->n_pending;
+
+                handle_connection(b, &b->pending[i]);
+                if (b->n_pending == n)
+                        i++;
+        }
+}
+
+void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
+        size_t len = claims_describe(&b->claims, buf, size);
+
+        if (len == 0)
+                return; /* all claimed */
         if (b->refused)
                 (void) claims_append(buf, size, len, " (%u claim%s refused to pid %d, which %s)", b->refused,
                                      b->refused == 1 ? "" : "s", (int) b->refused_pid, b->refused_why);

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "loop.h"
+
 /* The prebind side of --intercept: hands prebind's sockets to COMMAND's
  * interposer (src/intercept/) on request, and hears what else it bound.
  * See src/intercept/protocol.h for the wire format. */
@@ -33,8 +35,15 @@ void broker_free(struct broker *b);
 const char *broker_env_address(const struct broker *b);
 const char *broker_env_ports(const struct broker *b);
 
-/* One fd that becomes readable when there is something to handle. */
-int broker_fd(const struct broker *b);
+/* Called once the broker has served connections on the loop: a claim may
+ * have been granted (broker_all_claimed()). */
+typedef void (*broker_callback)(void *userdata);
+
+/* Serve on l: the listening socket, each connection and the timer are
+ * sources of l from now on, until broker_detach() (broker_free() detaches
+ * too). Returns 0 or -errno. */
+int broker_attach(struct broker *b, struct loop *l, broker_callback callback, void *userdata);
+void broker_detach(struct broker *b);
 
 /* A new COMMAND (a start or a restart): only it and its descendants may
  * claim, and every target must be claimed again. */
@@ -42,9 +51,10 @@ void broker_set_command(struct broker *b, pid_t pid);
 /* COMMAND has been reaped: nobody may claim until the next one starts. */
 void broker_forget_command(struct broker *b);
 
-/* Serve what is ready, without blocking: claims (answered with the socket
- * or a refusal), reports. Returns 0 or -errno (epoll failed). */
-int broker_dispatch(struct broker *b);
+/* Serve what is ready now, without blocking and without the loop (before
+ * COMMAND is reaped, as the loop may not have turned yet): claims
+ * (answered with the socket or a refusal), reports. */
+void broker_dispatch(struct broker *b);
 
 /* Has every target been handed to COMMAND (or a descendant) since the
  * last broker_set_command()? */

@@ -32,16 +32,37 @@ size_t claims_append(char *buf, size_t size, size_t len, const char *format, ...
         return len + (size_t) n < size ? len + (size_t) n : size - 1;
 }
 
-size_t claims_describe(const struct claims_notes *notes, const struct intercept_port *unclaimed, size_t n, char *buf,
-                       size_t size) {
-        size_t first = notes->n > CLAIMS_NOTES_MAX ? notes->n - CLAIMS_NOTES_MAX : 0, len = 0, shown = 0;
+void claims_init(struct claims *c, const struct broker_target *targets, size_t n) {
+        *c = (struct claims) { .n = n };
+        for (size_t i = 0; i < n; i++)
+                c->port[i] = (struct intercept_port) { .port = targets[i].port, .type = targets[i].type };
+}
+
+void claims_restart(struct claims *c) {
+        memset(c->claimed, 0, sizeof c->claimed);
+        c->notes.n = 0;
+}
+
+bool claims_all_claimed(const struct claims *c) {
+        for (size_t i = 0; i < c->n; i++)
+                if (!c->claimed[i])
+                        return false;
+        return true;
+}
+
+size_t claims_describe(const struct claims *c, char *buf, size_t size) {
+        const struct claims_notes *notes = &c->notes;
+        size_t first = notes->n > CLAIMS_NOTES_MAX ? notes->n - CLAIMS_NOTES_MAX : 0, len = 0, listed = 0, shown = 0;
 
         if (size == 0)
                 return 0;
         buf[0] = '\0';
-        for (size_t i = 0; i < n; i++)
-                len = claims_append(buf, size, len, "%s%u/%s", i ? " or " : "did not claim port ", unclaimed[i].port,
-                                    claims_type_name(unclaimed[i].type));
+        if (claims_all_claimed(c))
+                return 0;
+        for (size_t i = 0; i < c->n; i++)
+                if (!c->claimed[i])
+                        len = claims_append(buf, size, len, "%s%u/%s", listed++ ? " or " : "did not claim port ",
+                                            c->port[i].port, claims_type_name(c->port[i].type));
         for (size_t k = first; k < notes->n; k++) {
                 const struct claims_note *note = &notes->ring[k % CLAIMS_NOTES_MAX];
                 bool v6 = note->family == AF_INET6;

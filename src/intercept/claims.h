@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
+#include "broker.h"
 #include "intercept/match.h"
 
 /* What both --intercept mechanisms (the broker of the interposer, and
- * seccomp) say when a port was not claimed in time: the ports, and the
- * last binds COMMAND made instead. One wording for both. */
+ * seccomp) keep alike and say alike when a port was not claimed in time:
+ * which targets COMMAND claimed, and the last binds it made instead. One
+ * wording for both. */
 
 #define CLAIMS_NOTES_MAX 8
 
@@ -27,10 +30,28 @@ struct claims_notes {
 
 void claims_note(struct claims_notes *notes, int family, int type, unsigned port, const char *address);
 
+/* The targets' ports, in the mechanism's order (target i is port[i]),
+ * which of them COMMAND has claimed, and what it bound instead, since it
+ * started. */
+struct claims {
+        struct intercept_port port[INTERCEPT_PORTS_MAX];
+        bool claimed[INTERCEPT_PORTS_MAX];
+        size_t n;
+        struct claims_notes notes;
+};
+
+/* The ports of targets (n <= INTERCEPT_PORTS_MAX), none claimed. */
+void claims_init(struct claims *c, const struct broker_target *targets, size_t n);
+
+/* A new COMMAND: nothing claimed, nothing noted. */
+void claims_restart(struct claims *c);
+
+bool claims_all_claimed(const struct claims *c);
+
 /* "did not claim port 6379/tcp or 53/udp (it bound 0.0.0.0:6380/tcp
- * instead)" into buf, for the n unclaimed ports. Returns the length. */
-size_t claims_describe(const struct claims_notes *notes, const struct intercept_port *unclaimed, size_t n, char *buf,
-                       size_t size);
+ * instead)" into buf, for the targets not claimed: "" when every one is.
+ * Returns the length. */
+size_t claims_describe(const struct claims *c, char *buf, size_t size);
 
 /* snprintf() at buf + len that never runs past the end: the new length,
  * at most size - 1. */

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +19,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "claims.h"
 #include "intercept/match.h"
 #include "log.h"
 #include "macro.h"
+#include "process.h"
 #include "seccomp.h"
 
 /* The kernel's ABI (<linux/seccomp.h>, <linux/filter.h>, <linux/audit.h>),
@@ -110,9 +113,6 @@ _Static_assert(SC_RET_USER_NOTIF == SECCOMP_RET_USER_NOTIF && SC_FLAG_NEW_LISTEN
                "flags");
 #endif
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 #ifndef SYS_pidfd_getfd
 #define SYS_pidfd_getfd 438
 #endif
@@ -124,18 +124,20 @@ struct target_state {
         struct broker_target target;
         dev_t dev;
         ino_t ino;
-        int family; /* of the bind that got it; 0: none since set_command() */
+        int family; /* of the bind that got it, once claimed (claims.claimed) */
 };
 
 struct intercept_seccomp {
-        unsigned flags; /* extra filter flags (WAIT_KILLABLE_RECV) */
-        int sock[2];    /* [0] prebind's end, [1] the child's */
-        int epoll_fd;
-        int listener; /* -1 between COMMANDs */
+        unsigned flags;    /* extra filter flags (WAIT_KILLABLE_RECV) */
+        int sock[2];       /* [0] prebind's end, [1] the child's */
+        int listener;      /* -1 between COMMANDs */
+        struct loop *loop; /* watches the listener; NULL: not attached */
+        intercept_seccomp_callback callback;
+        void *userdata;
         pid_t command;
         struct target_state targets[INTERCEPT_TARGETS_MAX];
         size_t n_targets;
-        struct claims_notes notes; /* binds that got nothing of prebind's, since set_command() */
+        struct claims claims; /* of targets[], and the binds that got nothing of prebind's */
         ino_t decoys[DECOYS_MAX];
         size_t n_decoys;
         unsigned unreadable; /* binds whose address could not be read */
@@ -249,7 +251,7 @@ int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigne
         if (!s)
                 return -ENOMEM;
         s->flags = flags;
-        s->listener = s->epoll_fd = s->sock[0] = s->sock[1] = -1;
+        s->listener = s->sock[0] = s->sock[1] = -1;
         for (size_t i = 0; i < n; i++) {
                 struct stat st;
 
@@ -258,14 +260,9 @@ int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigne
                 s->targets[i] = (struct target_state) { .target = targets[i], .dev = st.st_dev, .ino = st.st_ino };
         }
         s->n_targets = n;
+        claims_init(&s->claims, targets, n);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->sock) < 0)
                 return -errno;
-        s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-        if (s->epoll_fd < 0) {
-                int r = -errno;
-                intercept_seccomp_free(TAKE_PTR(s));
-                return r;
-        }
         *ret = TAKE_PTR(s);
         return 0;
 }
@@ -273,22 +270,17 @@ int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigne
 void intercept_seccomp_free(struct intercept_seccomp *s) {
         if (!s)
                 return;
+        intercept_seccomp_detach(s);
         for (size_t i = 0; i < 2; i++)
                 if (s->sock[i] >= 0)
                         close(s->sock[i]);
         if (s->listener >= 0)
                 close(s->listener);
-        if (s->epoll_fd >= 0)
-                close(s->epoll_fd);
         free(s);
 }
 
 int intercept_seccomp_child_socket(const struct intercept_seccomp *s) {
         return s->sock[1];
-}
-
-int intercept_seccomp_fd(const struct intercept_seccomp *s) {
-        return s->epoll_fd;
 }
 
 int intercept_seccomp_child(const struct intercept_seccomp *s, int sock) {
@@ -353,30 +345,28 @@ static int receive_listener(struct intercept_seccomp *s) {
         }
 }
 
+static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata);
+
 static void drop_listener(struct intercept_seccomp *s) {
         if (s->listener < 0)
                 return;
-        (void) epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, s->listener, NULL);
+        if (s->loop)
+                loop_remove(s->loop, s->listener);
         close(s->listener);
         s->listener = -1;
 }
 
 int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
-        struct epoll_event ev = { .events = EPOLLIN };
-        int fd = receive_listener(s);
+        int fd = receive_listener(s), r;
 
         s->command = pid;
-        for (size_t i = 0; i < s->n_targets; i++)
-                s->targets[i].family = 0;
-        s->notes.n = 0;
+        claims_restart(&s->claims);
         s->unreadable = 0;
         if (fd < 0)
                 return fd;
         drop_listener(s);
         s->listener = fd;
-        ev.data.fd = fd;
-        if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-                int r = -errno;
+        if (s->loop && (r = loop_add(s->loop, fd, EPOLLIN, on_listener, s)) < 0) {
                 drop_listener(s);
                 return r;
         }
@@ -384,10 +374,7 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
 }
 
 bool intercept_seccomp_all_claimed(const struct intercept_seccomp *s) {
-        for (size_t i = 0; i < s->n_targets; i++)
-                if (!s->targets[i].family)
-                        return false;
-        return true;
+        return claims_all_claimed(&s->claims);
 }
 
 int intercept_seccomp_parse_tgid(const char *status, pid_t *ret) {
@@ -475,7 +462,7 @@ static void note(struct intercept_seccomp *s, pid_t pid, const struct sockaddr *
         char address[112];
 
         intercept_address_text(sa, len, address, sizeof address);
-        claims_note(&s->notes, sa->sa_family, type, port, address);
+        claims_note(&s->claims.notes, sa->sa_family, type, port, address);
         log_debug("pid %d bound %s%s%u/%s (not intercepted)", (int) pid, address, port ? " port " : "", port,
                   claims_type_name(type));
 }
@@ -499,8 +486,8 @@ static bool is_ours(const struct intercept_seccomp *s, const struct stat *st) {
 /* A loopback port 0 of the server's own family and type for a bind of
  * the other family (match.h's rule): nobody is told about it. */
 static int make_decoy(struct intercept_seccomp *s, int family, int type) {
-        struct sockaddr_storage ss;
-        socklen_t len = intercept_decoy_address(family, &ss);
+        union sockaddr_any addr;
+        socklen_t len = intercept_decoy_address(family, &addr.storage);
         _cleanup_close_ int fd = socket(family, type | SOCK_CLOEXEC, 0);
         struct stat st;
         int one = 1;
@@ -509,7 +496,7 @@ static int make_decoy(struct intercept_seccomp *s, int family, int type) {
                 return -EAFNOSUPPORT;
         if (family == AF_INET6)
                 (void) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-        if (bind(fd, (struct sockaddr *) &ss, len) < 0 || fstat(fd, &st) < 0)
+        if (bind(fd, &addr.sa, len) < 0 || fstat(fd, &st) < 0)
                 return -errno;
         s->decoys[s->n_decoys++ % DECOYS_MAX] = st.st_ino;
         return TAKE_FD(fd);
@@ -538,19 +525,18 @@ static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *r
 }
 
 static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *req) {
-        union {
-                struct sockaddr sa;
-                struct sockaddr_storage ss;
-        } addr = { 0 };
+        union sockaddr_any addr = { 0 };
         uint64_t len = req->data.args[2];
         size_t want = len < sizeof addr ? (size_t) len : sizeof addr;
         struct iovec local = { .iov_base = &addr, .iov_len = want };
         /* NOLINTNEXTLINE(performance-no-int-to-ptr): an address in the target, for process_vm_readv() */
         struct iovec remote = { .iov_base = (void *) (uintptr_t) req->data.args[1], .iov_len = want };
         _cleanup_close_ int pidfd = -1, copy = -1, decoy = -1;
-        struct target_state *t = NULL;
+        const struct intercept_port *match;
+        struct target_state *t;
         struct stat st;
         uint64_t id = req->id;
+        size_t i;
         uint16_t port;
         pid_t tgid;
         int type, fd = (int) req->data.args[0], family;
@@ -560,7 +546,7 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         /* A non-root prebind cannot read a non-dumpable target (EPERM):
          * then it binds by itself, and the message at the deadline says. */
         if (process_vm_readv((pid_t) req->pid, &local, 1, &remote, 1, 0) != (ssize_t) want ||
-            thread_group((pid_t) req->pid, &tgid) < 0 || (pidfd = (int) syscall(SYS_pidfd_open, tgid, 0)) < 0) {
+            thread_group((pid_t) req->pid, &tgid) < 0 || (pidfd = open_pidfd(tgid)) < 0) {
                 s->unreadable++;
                 return VERDICT_CONTINUE;
         }
@@ -587,15 +573,14 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         /* Port 0 (Go probes the stack with two at start) passes unnoted. */
         if (!intercept_sockaddr_port(&addr.sa, (socklen_t) want, &port) || port == 0)
                 return VERDICT_CONTINUE;
-        for (size_t i = 0; i < s->n_targets && !t; i++)
-                if (intercept_match(&(struct intercept_port) { s->targets[i].target.port, s->targets[i].target.type },
-                                    1, port, type))
-                        t = &s->targets[i];
-        if (!t) {
+        match = intercept_match(s->claims.port, s->n_targets, port, type);
+        if (!match) {
                 note(s, (pid_t) req->pid, &addr.sa, (socklen_t) want, port, type);
                 return VERDICT_CONTINUE;
         }
-        if (intercept_bind_rule(t->family, family) == INTERCEPT_GIVE_DECOY) {
+        i = (size_t) (match - s->claims.port);
+        t = &s->targets[i];
+        if (intercept_bind_rule(s->claims.claimed[i] ? t->family : 0, family) == INTERCEPT_GIVE_DECOY) {
                 decoy = make_decoy(s, family, type);
                 if (decoy < 0 || hand_over(s, req, tgid, copy, decoy) < 0)
                         return VERDICT_CONTINUE;
@@ -608,6 +593,7 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         log_debug("handed socket '%s' to pid %d at fd %d for its bind of port %u/%s", t->target.name, (int) req->pid,
                   fd, port, claims_type_name(type));
         t->family = family;
+        s->claims.claimed[i] = true;
         return VERDICT_DONE;
 }
 
@@ -629,40 +615,62 @@ static int answer_one(struct intercept_seccomp *s) {
         return 0;
 }
 
-int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
-        struct epoll_event ev;
-        int n = epoll_wait(s->epoll_fd, &ev, 1, 0);
-
-        if (n < 0)
-                return errno == EINTR ? 0 : -errno;
-        if (n == 0 || s->listener < 0)
-                return 0;
-        if (ev.events & EPOLLIN)
+/* The listener is readable (a notification waits), or not: then it hung
+ * up, as no process is left under the filter. */
+static int serve(struct intercept_seccomp *s, bool readable) {
+        if (readable)
                 return answer_one(s);
-        /* EPOLLHUP: no process is left under the filter. */
         drop_listener(s);
         return 0;
 }
 
-void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size) {
-        struct intercept_port unclaimed[INTERCEPT_TARGETS_MAX];
-        size_t n = 0, len;
+static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct intercept_seccomp *s = userdata;
+        int r = serve(s, revents & EPOLLIN);
 
-        if (size == 0)
+        if (s->callback)
+                s->callback(r, s->userdata);
+        return 0;
+}
+
+int intercept_seccomp_attach(struct intercept_seccomp *s, struct loop *l, intercept_seccomp_callback callback,
+                             void *userdata) {
+        s->loop = l;
+        s->callback = callback;
+        s->userdata = userdata;
+        return s->listener >= 0 ? loop_add(l, s->listener, EPOLLIN, on_listener, s) : 0;
+}
+
+void intercept_seccomp_detach(struct intercept_seccomp *s) {
+        if (!s->loop)
                 return;
-        buf[0] = '\0';
-        for (size_t i = 0; i < s->n_targets; i++)
-                if (!s->targets[i].family)
-                        unclaimed[n++] =
-                                (struct intercept_port) { s->targets[i].target.port, s->targets[i].target.type };
-        if (n == 0)
-                return;
-        len = claims_describe(&s->notes, unclaimed, n, buf, size);
+        if (s->listener >= 0)
+                loop_remove(s->loop, s->listener);
+        s->loop = NULL;
+}
+
+int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
+        struct pollfd p = { .fd = s->listener, .events = POLLIN };
+        int n;
+
+        if (s->listener < 0)
+                return 0;
+        n = poll(&p, 1, 0);
+        if (n < 0)
+                return errno == EINTR ? 0 : -errno;
+        return n == 0 ? 0 : serve(s, p.revents & POLLIN);
+}
+
+void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size) {
+        size_t len = claims_describe(&s->claims, buf, size);
+
+        if (len == 0)
+                return; /* all claimed */
         if (s->unreadable)
                 (void) claims_append(buf, size, len,
                                      " (%u bind%s could not be inspected: a non-root prebind cannot "
                                      "read a non-dumpable process)",
                                      s->unreadable, s->unreadable == 1 ? "" : "s");
-        else if (s->notes.n == 0)
+        else if (s->claims.notes.n == 0)
                 (void) claims_append(buf, size, len, " (it bound no IP port)");
 }

@@ -15,7 +15,7 @@
  * and Go included, with nothing on the data path. Linux >= 5.9.
  *
  * The façade: probe, new (before the first COMMAND), the child's half
- * (between fork and exec), then a source on the loop and a new listener
+ * (between fork and exec), then attached to the loop, with a new listener
  * for each COMMAND. Every seccomp, pidfd and /proc call stays in here. */
 
 struct intercept_seccomp;
@@ -46,8 +46,17 @@ int intercept_seccomp_child_socket(const struct intercept_seccomp *s);
  * sock. Returns 0 or -errno. */
 int intercept_seccomp_child(const struct intercept_seccomp *s, int sock);
 
-/* One fd for the loop: readable when a notification waits. */
-int intercept_seccomp_fd(const struct intercept_seccomp *s);
+/* Called once the listener has served on the loop: r is 0, or the -errno
+ * an answer failed with; a target may have been claimed
+ * (intercept_seccomp_all_claimed()). */
+typedef void (*intercept_seccomp_callback)(int r, void *userdata);
+
+/* Answer on l: the listener of each COMMAND is a source of l from now on,
+ * until intercept_seccomp_detach() (intercept_seccomp_free() detaches
+ * too). Returns 0 or -errno. */
+int intercept_seccomp_attach(struct intercept_seccomp *s, struct loop *l, intercept_seccomp_callback callback,
+                             void *userdata);
+void intercept_seccomp_detach(struct intercept_seccomp *s);
 
 /* A new COMMAND has exec'd: take its filter's listener (the old one is
  * closed: leftovers of an earlier COMMAND then bind nothing intercepted),
@@ -55,7 +64,8 @@ int intercept_seccomp_fd(const struct intercept_seccomp *s);
  * child sent none. */
 int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid);
 
-/* Answer what waits, without blocking. Returns 0 or -errno. */
+/* Answer what waits now, without blocking and without the loop (before
+ * COMMAND is reaped). Returns 0 or -errno. */
 int intercept_seccomp_dispatch(struct intercept_seccomp *s);
 
 /* Has every target been claimed since intercept_seccomp_set_command()? */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "forward.h"
+#include "address.h"
 #include "clock.h"
 #include "log.h"
 #include "socket.h"
@@ -18,14 +19,8 @@
 /* Where the server may listen, in the order tried. */
 static const int families[2] = { AF_INET, AF_INET6 };
 
-union loopback_addr {
-        struct sockaddr sa;
-        struct sockaddr_in in;
-        struct sockaddr_in6 in6;
-};
-
 /* 127.0.0.1:port or [::1]:port. */
-static socklen_t loopback_address(int family, uint16_t port, union loopback_addr *ret) {
+static socklen_t loopback_address(int family, uint16_t port, union sockaddr_any *ret) {
         if (family == AF_INET) {
                 ret->in = (struct sockaddr_in) { .sin_family = AF_INET,
                                                  .sin_port = htons(port),
@@ -361,13 +356,13 @@ static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata
         int x = fd == c->fd[0] ? 0 : 1, err;
 
         if (c->state == CONN_CONNECTING) {
-                struct sockaddr_storage peer;
+                union sockaddr_any peer;
                 socklen_t len = sizeof peer;
 
                 if (x != 1)
                         return 0;
                 err = sock_error(fd);
-                if (err == 0 && getpeername(fd, (struct sockaddr *) &peer, &len) < 0)
+                if (err == 0 && getpeername(fd, &peer.sa, &len) < 0)
                         return 0; /* still connecting: a spurious call */
                 if (err == ECONNREFUSED || err == EADDRNOTAVAIL || err == ENETUNREACH) {
                         conn_connect_next(c);
@@ -411,7 +406,7 @@ static void conn_connect_next(struct conn *c) {
                 c->fd[1] = -1;
         }
         while (c->attempt < 2) {
-                union loopback_addr addr;
+                union sockaddr_any addr;
                 socklen_t len;
                 int family, r;
 
@@ -652,11 +647,11 @@ static void probe_succeeded(struct port_probe *p) {
 
 static int probe_fd_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct port_probe *p = userdata;
-        struct sockaddr_storage peer;
+        union sockaddr_any peer;
         socklen_t len = sizeof peer;
         int err = sock_error(fd);
 
-        if (err == 0 && getpeername(fd, (struct sockaddr *) &peer, &len) < 0)
+        if (err == 0 && getpeername(fd, &peer.sa, &len) < 0)
                 return 0;
         if (err == 0)
                 probe_succeeded(p);
@@ -673,7 +668,7 @@ static int probe_fd_handler(struct loop *l, int fd, uint32_t revents, void *user
 static void probe_attempt(struct port_probe *p) {
         for (; p->family_index < 2; p->family_index++) {
                 int family = families[p->family_index], r;
-                union loopback_addr addr;
+                union sockaddr_any addr;
                 socklen_t len = loopback_address(family, p->port, &addr);
 
                 r = p->make_socket(p->userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &p->fd);

@@ -17,6 +17,7 @@
 
 #include "fd.h"
 #include "netns.h"
+#include "process.h"
 #include "signals.h"
 
 /* What the keeper says once it is set up, and what it answers per socket. */
@@ -187,7 +188,7 @@ int netns_open(struct netns *ret, enum netns_step *ret_step) {
                 keeper_main(pair[1], parent);
         close(pair[1]);
         n.control_fd = pair[0];
-        n.pidfd = (int) syscall(SYS_pidfd_open, n.pid, 0);
+        n.pidfd = open_pidfd(n.pid);
 
         r = recv_with_fds(n.control_fd, &report, sizeof report, fds, 2);
         if (r < 0) {

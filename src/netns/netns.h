@@ -20,7 +20,7 @@
  * closes its end (netns_close()) or dies (PR_SET_PDEATHSIG). */
 struct netns {
         pid_t pid;      /* the keeper; 0: none */
-        int pidfd;      /* the keeper's pidfd, to reap it safely; -1 */
+        int pidfd;      /* the keeper's pidfd, to reap it safely; <0 */
         int control_fd; /* SOCK_SEQPACKET to the keeper; -1 */
         int net_fd;     /* the namespace, for setns(); -1 */
         int user_fd;    /* its user namespace when unprivileged; -1 as root */

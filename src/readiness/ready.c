@@ -10,6 +10,7 @@
 #include "broker.h"
 #include "compat.h"
 #include "log.h"
+#include "loop.h"
 #include "notify.h"
 #include "parse.h"
 #include "probes.h"
@@ -89,10 +90,10 @@ void readiness_detach(struct readiness *r) {
         probes_detach(r->probes);
         if (r->loop && r->notify.fd >= 0)
                 loop_remove(r->loop, r->notify.fd);
-        if (r->loop && r->broker)
-                loop_remove(r->loop, broker_fd(r->broker));
-        if (r->loop && r->seccomp)
-                loop_remove(r->loop, intercept_seccomp_fd(r->seccomp));
+        if (r->broker)
+                broker_detach(r->broker);
+        if (r->seccomp)
+                intercept_seccomp_detach(r->seccomp);
         r->loop = NULL;
 }
 
@@ -225,26 +226,24 @@ static void hear_one(struct readiness *r, const struct peer *from, const struct 
         }
 }
 
-/* --intercept: serve the claims, hear the reports. */
-static void hear_broker(struct readiness *r) {
-        int k = broker_dispatch(r->broker);
+/* --intercept: the broker served claims and reports. */
+static void broker_served(void *userdata) {
+        struct readiness *r = userdata;
 
-        if (k < 0)
-                log_error_errno(k, "cannot serve the --intercept claims: %m");
-        else if (r->child > 0 && broker_all_claimed(r->broker)) {
+        if (r->child > 0 && broker_all_claimed(r->broker)) {
                 log_debug("'%s' took every intercepted socket", command_name(r));
                 readiness_condition_met(r, READY_CLAIMED);
         }
 }
 
-static int on_broker(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        hear_broker(userdata);
-        return 0;
+static void hear_broker(struct readiness *r) {
+        broker_dispatch(r->broker);
+        broker_served(r);
 }
 
-/* --intercept via seccomp: answer COMMAND's bind() calls. */
-static void hear_seccomp(struct readiness *r) {
-        int k = intercept_seccomp_dispatch(r->seccomp);
+/* --intercept via seccomp: COMMAND's bind() calls were answered. */
+static void seccomp_served(int k, void *userdata) {
+        struct readiness *r = userdata;
 
         if (k < 0)
                 log_error_errno(k, "cannot answer a bind() of COMMAND's (--intercept): %m");
@@ -254,24 +253,17 @@ static void hear_seccomp(struct readiness *r) {
         }
 }
 
-static int on_seccomp(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        hear_seccomp(userdata);
-        return 0;
+static void hear_seccomp(struct readiness *r) {
+        seccomp_served(intercept_seccomp_dispatch(r->seccomp), r);
 }
 
-/* Anyone may send to the notification socket, and judging a sender walks
- * its parent chain in /proc (a read and a pidfd_open() per level: ms for
- * a sender deep in a chain of forks, µs to send). Without a bound per
- * wake-up a flood from another user kept the queue from ever emptying and
- * the loop from its timers and signals (issue 19); level-triggered epoll
- * brings what is left back on the next turn. */
-#define HEAR_BUDGET_USEC (20 * USEC_PER_MSEC)
-
+/* Anyone may send to the notification socket: at most
+ * LOOP_WAKE_BUDGET_USEC of messages per wake-up (issue 19). */
 void readiness_hear(struct readiness *r) {
         char buf[NOTIFY_MESSAGE_MAX + 1];
         struct notify_message m;
         struct peer sender;
-        uint64_t deadline = now_usec() + HEAR_BUDGET_USEC;
+        uint64_t deadline = now_usec() + LOOP_WAKE_BUDGET_USEC;
         int k = 0;
 
         /* A claim or a report sent just before COMMAND exited, too. */
@@ -319,9 +311,9 @@ int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback 
         r->loop = loop;
         r->callback = callback;
         r->userdata = userdata;
-        if (r->broker && (k = loop_add(loop, broker_fd(r->broker), EPOLLIN, on_broker, r)) < 0)
+        if (r->broker && (k = broker_attach(r->broker, loop, broker_served, r)) < 0)
                 return k;
-        if (r->seccomp && (k = loop_add(loop, intercept_seccomp_fd(r->seccomp), EPOLLIN, on_seccomp, r)) < 0)
+        if (r->seccomp && (k = intercept_seccomp_attach(r->seccomp, loop, seccomp_served, r)) < 0)
                 return k;
         if (r->probes && (k = probes_attach(r->probes, loop, on_probe_met, r)) < 0)
                 return k;

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,7 +51,7 @@ struct supervisor {
         enum lc_state state;
         pid_t child;            /* COMMAND; 0 when none runs */
         pid_t group;            /* --group: the last COMMAND's process group */
-        int pidfd;              /* -1 where pidfd_open() is missing: SIGCHLD alone */
+        int pidfd;              /* <0 where pidfd_open() is missing: SIGCHLD alone */
         int kill_timer_fd;      /* --kill-after; -1 until armed */
         int restart_timer_fd;   /* --restart-delay; -1 when no restart is due */
         bool told_stopping;     /* STOPPING=1 went to prebind's manager */
@@ -295,7 +294,7 @@ static int start_command(struct supervisor *s) {
          * reused while we hold it: the pidfd is a precise exit event. The
          * guard watches it before it may exec: a prebind killed before
          * that closes the gate, and the child exits unexec'd. */
-        s->pidfd = (int) syscall(SYS_pidfd_open, child.pid, 0);
+        s->pidfd = open_pidfd(child.pid);
         guard_watch(s->job->guard, child.pid, s->pidfd, s->config->group);
         s->generation = ++s->n_started;
         if (!needs_ready && (r = publish(s, child.pid)) < 0) {

@@ -7,6 +7,7 @@
  * own; every wait is bounded. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -226,6 +227,28 @@ START_TEST(test_signal_permission_error_is_returned) {
 }
 END_TEST
 
+/* ---- pidfd ---------------------------------------------------------------- */
+
+/* open_pidfd(): a close-on-exec pidfd of a live process; -ESRCH once it
+ * is reaped; -ENOSYS alone where pidfd_open() is missing. */
+START_TEST(test_open_pidfd) {
+        pid_t child = child_exiting(0);
+        int fd = open_pidfd(getpid());
+
+        if (fd == -ENOSYS) {
+                /* No pidfd_open() (valgrind before 3.20): nothing to test. */
+                unit_wait_bounded(child);
+                return;
+        }
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+        close(fd);
+        unit_wait_bounded(child);
+        ck_assert_int_eq(open_pidfd(child), -ESRCH);
+        ck_assert_int_eq(open_pidfd(-1), -EINVAL);
+}
+END_TEST
+
 /* ---- descent -------------------------------------------------------------- */
 
 /* The check on a pid number, as it is made where the kernel has no
@@ -412,7 +435,7 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("process");
         TCase *status = tcase_create("exit-status"), *reap = tcase_create("reap"), *sig = tcase_create("signal"),
-              *descent = tcase_create("descent");
+              *pidfd = tcase_create("pidfd"), *descent = tcase_create("descent");
 
         tcase_add_test(status, test_exit_codes);
         tcase_add_test(status, test_killed_by_signal_is_128_plus);
@@ -428,6 +451,8 @@ int main(void) {
         tcase_add_test(sig, test_signal_group_does_not_reach_others);
         tcase_add_test(sig, test_signal_permission_error_is_returned);
         suite_add_tcase(s, sig);
+        tcase_add_test(pidfd, test_open_pidfd);
+        suite_add_tcase(s, pidfd);
         tcase_add_test(descent, test_descends_self_and_child);
         tcase_add_test(descent, test_descends_grandchild);
         tcase_add_test(descent, test_descends_unrelated_and_pid_1);
