@@ -36,10 +36,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         FUZZ_FAIL("COMMAND is not in argv");
                 if (c.n_listens == 0 || !c.listens)
                         FUZZ_FAIL("no socket to listen on");
-                if (c.socket_options.backlog < 1 || c.socket_options.socket_mode > 0777 || c.port_fd < -1 ||
-                    (c.port_fd >= 0 && c.port_fd <= 2))
+                if (c.socket_options.backlog < 1 || c.socket_options.socket_mode > 0777 || c.publish.port_fd < -1 ||
+                    (c.publish.port_fd >= 0 && c.publish.port_fd <= 2))
                         FUZZ_FAIL("a value out of range");
-                if (c.format < 0 || c.format >= _FORMAT_MAX || c.print_format < 0 || c.print_format >= _FORMAT_MAX)
+                if (c.publish.format < 0 || c.publish.format >= _FORMAT_MAX || c.publish.print_format < 0 ||
+                    c.publish.print_format >= _FORMAT_MAX)
                         FUZZ_FAIL("an unknown format");
                 if (c.max_connections < 1 || c.kill_after_usec > 30 * 86400 * USEC_PER_SEC)
                         FUZZ_FAIL("a value out of range");

@@ -88,8 +88,8 @@ static int on_message(const struct share *s, const struct share_message *m, bool
                 if (*published)
                         return 1;
                 share_wire_to_sockets(m->sockets, m->head.n_sockets, sockets);
-                if (publish_addresses(c, sockets, m->head.n_sockets, (pid_t) m->head.pid, (pid_t) m->head.child_pid,
-                                      NULL, publication) < 0)
+                if (publish_addresses(&c->publish, sockets, m->head.n_sockets, (pid_t) m->head.pid,
+                                      (pid_t) m->head.child_pid, NULL, publication) < 0)
                         return EXIT_PREBIND_FAILED;
                 *published = true;
                 /* As a prebind that runs the server itself tells its manager. */

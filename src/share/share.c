@@ -336,9 +336,9 @@ struct config share_supervisor_config(const struct config *config) {
 
         /* The holders publish, each in its own way; the supervisor is
          * nobody's child. */
-        c.print = false;
-        c.port_file = NULL;
-        c.port_fd = -1;
+        c.publish.print = false;
+        c.publish.port_file = NULL;
+        c.publish.port_fd = -1;
         c.die_with_parent = false;
         return c;
 }

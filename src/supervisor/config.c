@@ -377,16 +377,16 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return 0;
         }
         case ARG_PRINT:
-                c->print = true;
+                c->publish.print = true;
                 if (arg) {
                         *print_format_set = true;
-                        return parse_format("--print", arg, &c->print_format);
+                        return parse_format("--print", arg, &c->publish.print_format);
                 }
                 return 0;
         case ARG_PORT_FILE:
                 if (!*arg)
                         return usage_error("--port-file", arg, "empty path");
-                c->port_file = arg;
+                c->publish.port_file = arg;
                 return 0;
         case ARG_PORT_FD:
                 if (parse_uint(arg, 0, INT32_MAX, &n) < 0)
@@ -395,10 +395,10 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                         return usage_error("--port-fd", arg, "use --print for stdout; fds 0-2 are COMMAND's");
                 if (fcntl((int) n, F_GETFD) < 0)
                         return usage_error("--port-fd", arg, "not an open file descriptor");
-                c->port_fd = (int) n;
+                c->publish.port_fd = (int) n;
                 return 0;
         case ARG_FORMAT:
-                return parse_format("--format", arg, &c->format);
+                return parse_format("--format", arg, &c->publish.format);
         case 'E':
                 return add_setenv(c, arg);
         case ARG_SUBST:
@@ -621,8 +621,7 @@ static int check_conflicts(const struct config *c) {
 int config_parse_argv(int argc, char *argv[], struct config *ret) {
         _cleanup_(config_done) struct config c = {
                 .socket_options = { .backlog = SOMAXCONN, .socket_mode = 0666 },
-                .format = FORMAT_PORT,
-                .port_fd = -1,
+                .publish = { .format = FORMAT_PORT, .port_fd = -1 },
                 .ready_timeout_usec = 90 * USEC_PER_SEC,
                 .ready_interval_usec = 100 * 1000, /* testcontainers' poll */
                 /* systemd's RestartSec=, StartLimitBurst= and
@@ -690,7 +689,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                                    "--group, --kill-after, --die-with-parent, --no-die-with-supervisor, "
                                    "--subreaper or --success-status");
         if (!print_format_set)
-                c.print_format = c.format;
+                c.publish.print_format = c.publish.format;
         r = check_conflicts(&c);
         if (r < 0)
                 return r;

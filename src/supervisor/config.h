@@ -9,6 +9,7 @@
 
 #include "address.h"
 #include "format.h"
+#include "publish.h"
 #include "socket.h"
 
 /* --intercept=[NAME=]PORT: COMMAND's own bind() of PORT gets socket NAME. */
@@ -52,7 +53,8 @@ enum reload_mode {
 
 /* Everything the command line asked for: parsed once, then read-only
  * (the fd that --port-fd names is closed by publish_addresses(), once it
- * has been written). */
+ * has been written). A subsystem's options are a struct of its own here,
+ * defined in its header. */
 struct config {
         struct listen_spec *listens;
         size_t n_listens;
@@ -60,11 +62,7 @@ struct config {
 
         struct socket_options socket_options; /* --backlog, --reuseport, --v6only, --socket-mode */
 
-        enum output_format format;
-        bool print;
-        enum output_format print_format;
-        const char *port_file;
-        int port_fd; /* -1: none */
+        struct publish_options publish; /* --print, --port-file, --port-fd, --format */
 
         char **setenv; /* raw "NAME[=VALUE]" arguments of -E */
         size_t n_setenv;

@@ -144,11 +144,11 @@ static int check_sockets(const struct job *job) {
          * one of the sockets prebind was passed (LISTEN_FDS, fds from 3)
          * would get the addresses written into it, be closed and yet be
          * published and passed on (issue 20). */
-        for (size_t i = 0; c->port_fd >= 0 && i < job->n_sockets; i++)
-                if (job->sockets[i].fd == c->port_fd) {
+        for (size_t i = 0; c->publish.port_fd >= 0 && i < job->n_sockets; i++)
+                if (job->sockets[i].fd == c->publish.port_fd) {
                         log_error("--port-fd=%d: fd %d is a socket passed to prebind (LISTEN_FDS, name '%s'), "
                                   "which prebind passes on: give --port-fd another fd",
-                                  c->port_fd, c->port_fd, job->sockets[i].name);
+                                  c->publish.port_fd, c->publish.port_fd, job->sockets[i].name);
                         return -EINVAL;
                 }
         for (size_t i = 0; c->accept && i < job->n_sockets; i++) {
@@ -554,7 +554,7 @@ int job_publish(struct job *job, pid_t child_pid) {
                 notify_manager("READY=1");
                 return 0;
         }
-        r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), child_pid, job->guard,
+        r = publish_addresses(&job->config->publish, job->sockets, job->n_sockets, getpid(), child_pid, job->guard,
                               &job->publication);
         if (r < 0)
                 return r;

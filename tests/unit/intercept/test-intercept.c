@@ -620,7 +620,7 @@ static void on_readiness(enum readiness_event event, void *userdata) {
 static struct readiness_calls run_with_readiness(const char *scenario, uint64_t timeout_usec, char *why,
                                                  size_t why_size) {
         static char *command[] = { (char *) "intercept-client", NULL };
-        struct config config = { .port_fd = -1, .ready_timeout_usec = timeout_usec, .command = command };
+        struct config config = { .publish.port_fd = -1, .ready_timeout_usec = timeout_usec, .command = command };
         struct broker_target targets[] = {
                 { .port = WANTED, .type = SOCK_STREAM, .fd = fx.tcp, .name = "http" },
                 { .port = WANTED, .type = SOCK_DGRAM, .fd = fx.udp, .name = "dns" },

@@ -39,7 +39,7 @@ static void on_readiness(enum readiness_event event, void *userdata) {
 
 static struct config config_of(bool ready, uint64_t timeout_usec) {
         return (struct config) {
-                .port_fd = -1, .ready = ready, .ready_timeout_usec = timeout_usec, .command = command
+                .publish.port_fd = -1, .ready = ready, .ready_timeout_usec = timeout_usec, .command = command
         };
 }
 

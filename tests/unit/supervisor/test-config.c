@@ -159,11 +159,11 @@ START_TEST(test_defaults) {
         ck_assert(!cfg.socket_options.reuseport);
         ck_assert(!cfg.socket_options.v6only);
         ck_assert_uint_eq(cfg.socket_options.socket_mode, 0666);
-        ck_assert_int_eq(cfg.format, FORMAT_PORT);
-        ck_assert(!cfg.print);
-        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
-        ck_assert_ptr_null(cfg.port_file);
-        ck_assert_int_eq(cfg.port_fd, -1);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_PORT);
+        ck_assert(!cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_PORT);
+        ck_assert_ptr_null(cfg.publish.port_file);
+        ck_assert_int_eq(cfg.publish.port_fd, -1);
         ck_assert_ptr_null(cfg.setenv);
         ck_assert_uint_eq(cfg.n_setenv, 0);
         ck_assert(!cfg.subst);
@@ -240,45 +240,45 @@ END_TEST
 
 START_TEST(test_print_format) {
         ck_assert_int_eq(parse(ARGV("prebind", "--print", "srv")), 1);
-        ck_assert(cfg.print);
-        ck_assert_int_eq(cfg.format, FORMAT_PORT);
-        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
+        ck_assert(cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_PORT);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_PORT);
 
         /* --print=FMT is for stdout only. */
         ck_assert_int_eq(parse(ARGV("prebind", "--print=json", "srv")), 1);
-        ck_assert(cfg.print);
-        ck_assert_int_eq(cfg.format, FORMAT_PORT);
-        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+        ck_assert(cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_PORT);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_JSON);
 
         /* --format is for every output… */
         ck_assert_int_eq(parse(ARGV("prebind", "--format=url", "srv")), 1);
-        ck_assert(!cfg.print);
-        ck_assert_int_eq(cfg.format, FORMAT_URL);
-        ck_assert_int_eq(cfg.print_format, FORMAT_URL);
+        ck_assert(!cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_URL);
 
         ck_assert_int_eq(parse(ARGV("prebind", "--print", "--format", "env", "srv")), 1);
-        ck_assert(cfg.print);
-        ck_assert_int_eq(cfg.format, FORMAT_ENV);
-        ck_assert_int_eq(cfg.print_format, FORMAT_ENV);
+        ck_assert(cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_ENV);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_ENV);
 
         /* …unless --print=FMT says otherwise, in either order. */
         ck_assert_int_eq(parse(ARGV("prebind", "--format=url", "--print=json", "srv")), 1);
-        ck_assert_int_eq(cfg.format, FORMAT_URL);
-        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_JSON);
         ck_assert_int_eq(parse(ARGV("prebind", "--print=json", "--format=url", "srv")), 1);
-        ck_assert_int_eq(cfg.format, FORMAT_URL);
-        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_JSON);
 
         /* The last --format wins. */
         ck_assert_int_eq(parse(ARGV("prebind", "--format=env", "--format=addr", "srv")), 1);
-        ck_assert_int_eq(cfg.format, FORMAT_ADDR);
-        ck_assert_int_eq(cfg.print_format, FORMAT_ADDR);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_ADDR);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_ADDR);
 
         /* The optional argument must be attached: "--print json" prints
          * the port and runs json. */
         ck_assert_int_eq(parse(ARGV("prebind", "--print", "json")), 1);
-        ck_assert(cfg.print);
-        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
+        ck_assert(cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_PORT);
         ck_assert_str_eq(cfg.command[0], "json");
 }
 END_TEST
@@ -523,9 +523,9 @@ END_TEST
 
 START_TEST(test_port_file) {
         ck_assert_int_eq(parse(ARGV("prebind", "--port-file=/tmp/port", "srv")), 1);
-        ck_assert_str_eq(cfg.port_file, "/tmp/port");
+        ck_assert_str_eq(cfg.publish.port_file, "/tmp/port");
         ck_assert_int_eq(parse(ARGV("prebind", "--port-file", "rel/port", "srv")), 1);
-        ck_assert_str_eq(cfg.port_file, "rel/port");
+        ck_assert_str_eq(cfg.publish.port_file, "rel/port");
         check_usage_error(ARGV("prebind", "--port-file=", "srv"),
                           "prebind: --port-file: '': empty path (see --help)\n");
 }
@@ -538,7 +538,7 @@ START_TEST(test_port_fd) {
         ck_assert_int_ge(fd, 3);
         snprintf(number, sizeof number, "%d", fd);
         ck_assert_int_eq(parse(ARGV("prebind", "--port-fd", number, "srv")), 1);
-        ck_assert_int_eq(cfg.port_fd, fd);
+        ck_assert_int_eq(cfg.publish.port_fd, fd);
         /* Parsing only checks the fd: it stays open. */
         ck_assert_int_ge(fcntl(fd, F_GETFD), 0);
         close(fd);
