@@ -44,10 +44,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         FUZZ_FAIL("an unknown format");
                 if (c.max_connections < 1 || c.kill_after_usec > 30 * 86400 * USEC_PER_SEC)
                         FUZZ_FAIL("a value out of range");
-                if (c.exec && (c.accept || c.restart_set || c.ready || c.group || c.kill_after_usec ||
+                if (c.exec && (c.accept || c.restart_set || c.ready.notify || c.group || c.kill_after_usec ||
                                c.die_with_parent || c.subreaper))
                         FUZZ_FAIL("--exec with an option that needs the supervisor");
-                if (c.accept && (c.ready || c.restart_set))
+                if (c.accept && (c.ready.notify || c.restart_set))
                         FUZZ_FAIL("--accept with --ready or --restart");
                 for (size_t i = 0; i < c.n_setenv; i++)
                         if (!c.setenv[i] || c.setenv[i][0] == '=' || c.setenv[i][0] == '\0')

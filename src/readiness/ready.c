@@ -18,8 +18,9 @@
 #include "seccomp.h"
 
 struct readiness {
-        const struct config *config;
-        unsigned conditions;               /* enum ready_condition bits the config asks for */
+        struct readiness_options options;
+        const char *command;               /* COMMAND's name, for messages */
+        unsigned conditions;               /* enum ready_condition bits asked for */
         unsigned pending;                  /* …of which these do not hold yet */
         pid_t child;                       /* COMMAND; 0 between COMMANDs */
         pid_t also;                        /* --reload=overlap: the serving one, heard but not counted; 0 */
@@ -44,14 +45,14 @@ static const struct {
         { PROBE_HTTP, READY_HTTP },
 };
 
-int readiness_new(const struct config *config, struct readiness **ret) {
+int readiness_new(const struct readiness_options *options, const char *command, struct readiness **ret) {
         struct readiness *r = calloc(1, sizeof *r);
         int k;
 
         if (!r)
                 return -ENOMEM;
-        *r = (struct readiness) { .config = config, .notify = { .fd = -1 }, .timer_fd = -1 };
-        if (config->ready) {
+        *r = (struct readiness) { .options = *options, .command = command, .notify = { .fd = -1 }, .timer_fd = -1 };
+        if (options->notify) {
                 r->conditions |= READY_NOTIFY;
                 k = notify_socket_open(&r->notify);
                 if (k < 0 || asprintf(&r->notify_entry, "NOTIFY_SOCKET=%s", r->notify.address) < 0) {
@@ -124,7 +125,7 @@ void readiness_add_ports(struct readiness *r) {
 
 int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
                          size_t n_setenv) {
-        int k = probes_new(r->config, sockets, n, setenv, n_setenv, &r->probes);
+        int k = probes_new(&r->options, sockets, n, setenv, n_setenv, &r->probes);
         unsigned bits = probes_conditions(r->probes);
 
         for (size_t i = 0; i < sizeof probe_conditions / sizeof probe_conditions[0]; i++)
@@ -146,7 +147,7 @@ void readiness_command_exited(struct readiness *r, pid_t child) {
 }
 
 void readiness_log_details(struct readiness *r) {
-        probes_log_tail(r->probes, r->config->command[0]);
+        probes_log_tail(r->probes, r->command);
 }
 
 const char *readiness_notify_entry(const struct readiness *r) {
@@ -162,7 +163,7 @@ bool readiness_waiting(const struct readiness *r) {
 }
 
 static const char *command_name(const struct readiness *r) {
-        return r->config->command[0];
+        return r->command;
 }
 
 void readiness_condition_met(struct readiness *r, enum ready_condition condition) {
@@ -342,10 +343,10 @@ int readiness_start(struct readiness *r, pid_t child) {
         if (r->seccomp && (k = intercept_seccomp_set_command(r->seccomp, child)) < 0 && k != -ENOENT)
                 log_error_errno(k, "cannot take the seccomp listener of '%s' (--intercept): %m", command_name(r));
         probes_start(r->probes, child);
-        if (!r->pending || !r->config->ready_timeout_usec)
+        if (!r->pending || !r->options.timeout_usec)
                 return 0;
         fresh = r->timer_fd < 0;
-        k = timer_start(&r->timer_fd, r->config->ready_timeout_usec);
+        k = timer_start(&r->timer_fd, r->options.timeout_usec);
         if (k == 0 && fresh)
                 k = loop_add(r->loop, r->timer_fd, EPOLLIN, on_timeout, r);
         /* Without the clock the wait is unbounded: say so, go on. */

@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
 #include "loop.h"
 #include "socket.h"
 
@@ -30,13 +29,30 @@ enum readiness_event {
 
 typedef void (*readiness_callback)(enum readiness_event event, void *userdata);
 
+/* What the command line asks readiness for. */
+struct readiness_options {
+        bool notify;           /* --ready: READY=1 */
+        uint64_t timeout_usec; /* --ready=, --ready-timeout= (and --intercept's); 0: wait forever */
+        const char *log;       /* --ready-log=REGEX */
+        const char *exec;      /* --ready-exec=COMMAND, templates unexpanded */
+        bool http;             /* --ready-http[=PATH] */
+        const char *http_path;
+        uint64_t interval_usec; /* between two probes */
+};
+
+/* Does COMMAND wait for any of the options' conditions before it is ready? */
+static inline bool readiness_options_wait(const struct readiness_options *o) {
+        return o->notify || o->log || o->exec || o->http;
+}
+
 struct readiness;
 struct broker;
 struct intercept_seccomp;
 
-/* What the config asks for; opens COMMAND's notification socket for
- * --ready. Returns 0 or -errno (nothing logged). */
-int readiness_new(const struct config *config, struct readiness **ret);
+/* What the options ask for (copied; the strings must outlive the
+ * readiness), for COMMAND (its name, for messages); opens COMMAND's
+ * notification socket for --ready. Returns 0 or -errno (nothing logged). */
+int readiness_new(const struct readiness_options *options, const char *command, struct readiness **ret);
 void readiness_free(struct readiness *r);
 
 /* --intercept: COMMAND must claim the broker's sockets (src/broker.h).

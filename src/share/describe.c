@@ -75,21 +75,21 @@ static void put_listen(FILE *f, const struct listen_spec *spec) {
 }
 
 static void put_readiness(FILE *f, const struct config *c) {
-        if (c->ready)
+        if (c->ready.notify)
                 put_option(f, "--ready", NULL);
-        if (c->ready_log)
-                put_option(f, "--ready-log", c->ready_log);
-        if (c->ready_exec)
-                put_option(f, "--ready-exec", c->ready_exec);
-        if (c->ready_http)
-                put_option(f, "--ready-http", c->ready_http_path);
-        if (c->ready_exec || c->ready_http)
-                put_duration(f, "--ready-interval", c->ready_interval_usec);
+        if (c->ready.log)
+                put_option(f, "--ready-log", c->ready.log);
+        if (c->ready.exec)
+                put_option(f, "--ready-exec", c->ready.exec);
+        if (c->ready.http)
+                put_option(f, "--ready-http", c->ready.http_path);
+        if (c->ready.exec || c->ready.http)
+                put_duration(f, "--ready-interval", c->ready.interval_usec);
         if (config_waits_ready(c) || c->n_intercepts > 0) {
-                if (c->ready_timeout_usec == 0)
+                if (c->ready.timeout_usec == 0)
                         put_option(f, "--ready-timeout", "infinity");
                 else
-                        put_duration(f, "--ready-timeout", c->ready_timeout_usec);
+                        put_duration(f, "--ready-timeout", c->ready.timeout_usec);
         }
 }
 

@@ -343,8 +343,8 @@ static int parse_restart_limit(struct config *c, const char *arg) {
 /* --ready=TIMEOUT and --ready-timeout=TIMEOUT: one timeout for all. */
 static int parse_ready_timeout(struct config *c, const char *option, const char *arg) {
         if (strcmp(arg, "infinity") == 0)
-                c->ready_timeout_usec = 0;
-        else if (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0)
+                c->ready.timeout_usec = 0;
+        else if (parse_duration(arg, &c->ready.timeout_usec) < 0 || c->ready.timeout_usec == 0)
                 return usage_error(option, arg, "expected a duration such as 30s, or infinity");
         return 0;
 }
@@ -408,26 +408,26 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 c->exec = true;
                 return 0;
         case ARG_READY:
-                c->ready = true;
+                c->ready.notify = true;
                 return arg ? parse_ready_timeout(c, "--ready", arg) : 0;
         case ARG_READY_TIMEOUT:
                 return parse_ready_timeout(c, "--ready-timeout", arg);
         case ARG_READY_LOG:
                 if (!*arg)
                         return usage_error("--ready-log", arg, "empty regular expression (it would match any line)");
-                c->ready_log = arg;
+                c->ready.log = arg;
                 return 0;
         case ARG_READY_EXEC:
                 if (!*arg)
                         return usage_error("--ready-exec", arg, "empty command");
-                c->ready_exec = arg;
+                c->ready.exec = arg;
                 return 0;
         case ARG_READY_HTTP:
-                c->ready_http = true;
-                c->ready_http_path = arg ? arg : "/";
+                c->ready.http = true;
+                c->ready.http_path = arg ? arg : "/";
                 return 0;
         case ARG_READY_INTERVAL:
-                if (parse_duration(arg, &c->ready_interval_usec) < 0 || c->ready_interval_usec == 0)
+                if (parse_duration(arg, &c->ready.interval_usec) < 0 || c->ready.interval_usec == 0)
                         return usage_error("--ready-interval", arg, "expected a duration such as 100ms or 1s");
                 return 0;
         case ARG_INTERCEPT:
@@ -622,8 +622,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
         _cleanup_(config_done) struct config c = {
                 .socket_options = { .backlog = SOMAXCONN, .socket_mode = 0666 },
                 .publish = { .format = FORMAT_PORT, .port_fd = -1 },
-                .ready_timeout_usec = 90 * USEC_PER_SEC,
-                .ready_interval_usec = 100 * 1000, /* testcontainers' poll */
+                .ready = { .timeout_usec = 90 * USEC_PER_SEC, .interval_usec = 100 * 1000 /* testcontainers' poll */ },
                 /* systemd's RestartSec=, StartLimitBurst= and
                  * StartLimitIntervalSec= defaults, and MaxConnections=. */
                 .restart_delay_usec = 100 * 1000,

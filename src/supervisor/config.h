@@ -10,6 +10,7 @@
 #include "address.h"
 #include "format.h"
 #include "publish.h"
+#include "ready.h"
 #include "socket.h"
 
 /* --intercept=[NAME=]PORT: COMMAND's own bind() of PORT gets socket NAME. */
@@ -69,13 +70,7 @@ struct config {
         bool subst;
 
         bool exec;
-        bool ready;                  /* --ready: publish after COMMAND's READY=1 */
-        uint64_t ready_timeout_usec; /* --ready=, --ready-timeout= (and --intercept's); 0: wait forever */
-        const char *ready_log;       /* --ready-log=REGEX */
-        const char *ready_exec;      /* --ready-exec=COMMAND, templates unexpanded */
-        bool ready_http;             /* --ready-http[=PATH] */
-        const char *ready_http_path;
-        uint64_t ready_interval_usec; /* between two probes */
+        struct readiness_options ready; /* --ready, --ready-*: publish once COMMAND is ready */
         enum restart_mode restart;
         bool restart_set; /* --restart given: SIGHUP restarts COMMAND */
         uint64_t restart_delay_usec;
@@ -112,7 +107,7 @@ struct config {
 /* prebind publishes only once COMMAND is ready: --ready or a --ready-*
  * condition. */
 static inline bool config_waits_ready(const struct config *c) {
-        return c->ready || c->ready_log || c->ready_exec || c->ready_http;
+        return readiness_options_wait(&c->ready);
 }
 
 /* The kernel's parent-death signal for COMMAND (and each --accept

@@ -254,8 +254,9 @@ static int setup_netns(struct job *job) {
 
 /* Readiness conditions, and COMMAND's NOTIFY_SOCKET for --ready. */
 static int setup_readiness(struct job *job) {
+        const struct config *c = job->config;
         const char *entry;
-        int r = readiness_new(job->config, &job->readiness);
+        int r = readiness_new(&c->ready, c->command[0], &job->readiness);
 
         if (r < 0)
                 return log_error_errno(r, "cannot create the notification socket: %m");
@@ -422,7 +423,7 @@ static int setup_forward(struct job *job, const struct broker_target *targets, c
                 while (job->sockets[forwards[k].socket].fd != targets[k].fd)
                         forwards[k].socket++;
         }
-        r = netns_job_forward(job->netns, forwards, c->n_intercepts, c->max_connections, c->ready_timeout_usec);
+        r = netns_job_forward(job->netns, forwards, c->n_intercepts, c->max_connections, c->ready.timeout_usec);
         if (r < 0)
                 return r;
         readiness_add_ports(job->readiness);

@@ -258,7 +258,7 @@ static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
         int r, fd;
 
         r = netns_job_prepare(s->job->netns, plan);
-        if (r < 0 || !s->config->ready)
+        if (r < 0 || !s->config->ready.notify)
                 return r;
         r = netns_job_socket(s->job->netns, AF_UNIX, SOCK_DGRAM, &fd);
         if (r >= 0)
@@ -336,7 +336,7 @@ static void log_not_ready(struct supervisor *s) {
 
         log_error("'%s' %s within %.1fs; stopping it", command_name(s),
                   readiness_describe_unmet(s->job->readiness, unmet, sizeof unmet),
-                  (double) s->config->ready_timeout_usec / USEC_PER_SEC);
+                  (double) s->config->ready.timeout_usec / USEC_PER_SEC);
         readiness_log_details(s->job->readiness);
 }
 

@@ -574,8 +574,8 @@ END_TEST
 
 START_TEST(test_lifecycle_defaults) {
         ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
-        ck_assert(!cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert(!cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 90 * USEC);
         ck_assert_int_eq(cfg.restart, RESTART_NO);
         ck_assert(!cfg.restart_set);
         /* systemd's RestartSec=100ms, StartLimitBurst=5, StartLimitIntervalSec=10s */
@@ -597,28 +597,28 @@ END_TEST
 
 START_TEST(test_ready) {
         ck_assert_int_eq(parse(ARGV("prebind", "--ready", "srv")), 1);
-        ck_assert(cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert(cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 90 * USEC);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=30s", "srv")), 1);
-        ck_assert(cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 30 * USEC);
+        ck_assert(cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 30 * USEC);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=1.5m", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 90 * USEC);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=250ms", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 250000);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 250000);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=2", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 2 * USEC);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 2 * USEC);
         /* infinity: no timeout at all. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=infinity", "srv")), 1);
-        ck_assert(cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 0);
+        ck_assert(cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 0);
         /* The last one wins. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=infinity", "--ready=5s", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 5 * USEC);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 5 * USEC);
         /* The optional argument must be attached: "--ready 30s" runs 30s. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready", "30s")), 1);
-        ck_assert(cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert(cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 90 * USEC);
         ck_assert_str_eq(cfg.command[0], "30s");
 }
 END_TEST
@@ -650,53 +650,53 @@ END_TEST
 START_TEST(test_ready_conditions) {
         ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
         ck_assert(!config_waits_ready(&cfg));
-        ck_assert_ptr_null(cfg.ready_log);
-        ck_assert_ptr_null(cfg.ready_exec);
-        ck_assert(!cfg.ready_http);
-        ck_assert_uint_eq(cfg.ready_interval_usec, 100000);
+        ck_assert_ptr_null(cfg.ready.log);
+        ck_assert_ptr_null(cfg.ready.exec);
+        ck_assert(!cfg.ready.http);
+        ck_assert_uint_eq(cfg.ready.interval_usec, 100000);
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-log=ready to accept", "srv")), 1);
-        ck_assert_str_eq(cfg.ready_log, "ready to accept");
+        ck_assert_str_eq(cfg.ready.log, "ready to accept");
         ck_assert(config_waits_ready(&cfg));
-        ck_assert(!cfg.ready);
+        ck_assert(!cfg.ready.notify);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-log", "^x$", "srv")), 1);
-        ck_assert_str_eq(cfg.ready_log, "^x$");
+        ck_assert_str_eq(cfg.ready.log, "^x$");
         ck_assert_str_eq(cfg.command[0], "srv");
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-exec=redis-cli -p {port} ping", "srv")), 1);
-        ck_assert_str_eq(cfg.ready_exec, "redis-cli -p {port} ping");
+        ck_assert_str_eq(cfg.ready.exec, "redis-cli -p {port} ping");
         ck_assert(config_waits_ready(&cfg));
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http", "srv")), 1);
-        ck_assert(cfg.ready_http);
-        ck_assert_str_eq(cfg.ready_http_path, "/");
+        ck_assert(cfg.ready.http);
+        ck_assert_str_eq(cfg.ready.http_path, "/");
         ck_assert(config_waits_ready(&cfg));
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http=/healthz?full=1", "srv")), 1);
-        ck_assert_str_eq(cfg.ready_http_path, "/healthz?full=1");
+        ck_assert_str_eq(cfg.ready.http_path, "/healthz?full=1");
         /* As for --ready: the optional argument must be attached. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http", "/x")), 1);
-        ck_assert_str_eq(cfg.ready_http_path, "/");
+        ck_assert_str_eq(cfg.ready.http_path, "/");
         ck_assert_str_eq(cfg.command[0], "/x");
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-interval=250ms", "--ready-http", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_interval_usec, 250000);
+        ck_assert_uint_eq(cfg.ready.interval_usec, 250000);
 
         /* One timeout for all: --ready=T and --ready-timeout=T, the last wins. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=5s", "--ready-http", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 5 * USEC);
-        ck_assert(!cfg.ready);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 5 * USEC);
+        ck_assert(!cfg.ready.notify);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=infinity", "--ready-log=x", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 0);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 0);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=3s", "--ready-timeout=7s", "--ready-log=x", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 7 * USEC);
-        ck_assert(cfg.ready);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 7 * USEC);
+        ck_assert(cfg.ready.notify);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=7s", "--ready=3s", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 3 * USEC);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 3 * USEC);
 
         /* All together. */
         ck_assert_int_eq(
                 parse(ARGV("prebind", "--ready", "--ready-log=a", "--ready-exec=b", "--ready-http=/c", "srv")), 1);
-        ck_assert(cfg.ready && cfg.ready_log && cfg.ready_exec && cfg.ready_http);
+        ck_assert(cfg.ready.notify && cfg.ready.log && cfg.ready.exec && cfg.ready.http);
 }
 END_TEST
 
@@ -1043,7 +1043,7 @@ START_TEST(test_no_conflicts) {
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=10s", "--restart=on-failure", "--restart-delay=0",
                                     "--restart-limit=2/1s", "--group", "--kill-after=2s", "srv")),
                          1);
-        ck_assert(cfg.ready && cfg.restart_set && cfg.group);
+        ck_assert(cfg.ready.notify && cfg.restart_set && cfg.group);
         ck_assert_int_eq(parse(ARGV("prebind", "--exec", "--inetd", "--print", "srv")), 1);
         ck_assert(cfg.exec && cfg.inetd);
         /* --restart-delay and --restart-limit alone do not ask for restarts,
@@ -1052,7 +1052,7 @@ START_TEST(test_no_conflicts) {
         ck_assert_int_eq(parse(ARGV("prebind", "--accept", "--restart-delay=1s", "srv")), 1);
         /* Conflicting options after COMMAND are COMMAND's. */
         ck_assert_int_eq(parse(ARGV("prebind", "--exec", "srv", "--ready", "--accept")), 1);
-        ck_assert(cfg.exec && !cfg.ready && !cfg.accept);
+        ck_assert(cfg.exec && !cfg.ready.notify && !cfg.accept);
 }
 END_TEST
 
