@@ -7,7 +7,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "broker.h"
 #include "compat.h"
 #include "log.h"
 #include "notify.h"
@@ -15,20 +14,19 @@
 #include "probes.h"
 #include "process.h"
 #include "ready.h"
-#include "seccomp.h"
 
 struct readiness {
         struct readiness_options options;
-        const char *command;               /* COMMAND's name, for messages */
-        unsigned conditions;               /* enum ready_condition bits asked for */
-        unsigned pending;                  /* …of which these do not hold yet */
-        pid_t child;                       /* COMMAND; 0 between COMMANDs */
-        pid_t also;                        /* --reload=overlap: the serving one, heard but not counted; 0 */
-        struct notify_socket notify;       /* --ready: COMMAND's NOTIFY_SOCKET */
-        char *notify_entry;                /* "NOTIFY_SOCKET=…" */
-        int timer_fd;                      /* the timeout; -1 when not waiting */
-        struct broker *broker;             /* --intercept via preload */
-        struct intercept_seccomp *seccomp; /* --intercept via seccomp */
+        const char *command;                       /* COMMAND's name, for messages */
+        unsigned conditions;                       /* enum ready_condition bits asked for */
+        unsigned pending;                          /* …of which these do not hold yet */
+        pid_t child;                               /* COMMAND; 0 between COMMANDs */
+        pid_t also;                                /* --reload=overlap: the serving one, heard but not counted; 0 */
+        struct notify_socket notify;               /* --ready: COMMAND's NOTIFY_SOCKET */
+        char *notify_entry;                        /* "NOTIFY_SOCKET=…" */
+        int timer_fd;                              /* the timeout; -1 when not waiting */
+        const struct readiness_claims_ops *claims; /* --intercept; NULL without */
+        void *claims_object;
         struct loop *loop;
         readiness_callback callback;
         void *userdata;
@@ -90,10 +88,8 @@ void readiness_detach(struct readiness *r) {
         probes_detach(r->probes);
         if (r->loop && r->notify.fd >= 0)
                 loop_remove(r->loop, r->notify.fd);
-        if (r->loop && r->broker)
-                loop_remove(r->loop, broker_fd(r->broker));
-        if (r->loop && r->seccomp)
-                loop_remove(r->loop, intercept_seccomp_fd(r->seccomp));
+        if (r->loop && r->claims)
+                loop_remove(r->loop, r->claims->fd(r->claims_object));
         r->loop = NULL;
 }
 
@@ -101,21 +97,17 @@ void readiness_free(struct readiness *r) {
         if (!r)
                 return;
         readiness_detach(r);
-        broker_free(r->broker);
-        intercept_seccomp_free(r->seccomp);
+        if (r->claims)
+                r->claims->free(r->claims_object);
         probes_free(r->probes);
         notify_socket_close(&r->notify);
         free(r->notify_entry);
         free(r);
 }
 
-void readiness_add_broker(struct readiness *r, struct broker *broker) {
-        r->broker = broker;
-        r->conditions |= READY_CLAIMED;
-}
-
-void readiness_add_seccomp(struct readiness *r, struct intercept_seccomp *seccomp) {
-        r->seccomp = seccomp;
+void readiness_add_claims(struct readiness *r, const struct readiness_claims_ops *ops, void *object) {
+        r->claims = ops;
+        r->claims_object = object;
         r->conditions |= READY_CLAIMED;
 }
 
@@ -226,37 +218,19 @@ static void hear_one(struct readiness *r, const struct peer *from, const struct 
         }
 }
 
-/* --intercept: serve the claims, hear the reports. */
-static void hear_broker(struct readiness *r) {
-        int k = broker_dispatch(r->broker);
-
-        if (k < 0)
-                log_error_errno(k, "cannot serve the --intercept claims: %m");
-        else if (r->child > 0 && broker_all_claimed(r->broker)) {
+/* --intercept: serve the claims (the broker's, or COMMAND's bind()
+ * calls through seccomp), hear the reports. */
+static void hear_claims(struct readiness *r) {
+        if (r->claims->dispatch(r->claims_object) < 0)
+                return;
+        if (r->child > 0 && (r->pending & READY_CLAIMED) && r->claims->all_claimed(r->claims_object)) {
                 log_debug("'%s' took every intercepted socket", command_name(r));
                 readiness_condition_met(r, READY_CLAIMED);
         }
 }
 
-static int on_broker(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        hear_broker(userdata);
-        return 0;
-}
-
-/* --intercept via seccomp: answer COMMAND's bind() calls. */
-static void hear_seccomp(struct readiness *r) {
-        int k = intercept_seccomp_dispatch(r->seccomp);
-
-        if (k < 0)
-                log_error_errno(k, "cannot answer a bind() of COMMAND's (--intercept): %m");
-        else if (r->child > 0 && (r->pending & READY_CLAIMED) && intercept_seccomp_all_claimed(r->seccomp)) {
-                log_debug("'%s' took every intercepted socket", command_name(r));
-                readiness_condition_met(r, READY_CLAIMED);
-        }
-}
-
-static int on_seccomp(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        hear_seccomp(userdata);
+static int on_claims(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        hear_claims(userdata);
         return 0;
 }
 
@@ -276,10 +250,8 @@ void readiness_hear(struct readiness *r) {
         int k = 0;
 
         /* A claim or a report sent just before COMMAND exited, too. */
-        if (r->broker)
-                hear_broker(r);
-        if (r->seccomp)
-                hear_seccomp(r);
+        if (r->claims)
+                hear_claims(r);
         if (r->notify.fd < 0)
                 return;
         while (now_usec() < deadline && (k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
@@ -320,9 +292,7 @@ int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback 
         r->loop = loop;
         r->callback = callback;
         r->userdata = userdata;
-        if (r->broker && (k = loop_add(loop, broker_fd(r->broker), EPOLLIN, on_broker, r)) < 0)
-                return k;
-        if (r->seccomp && (k = loop_add(loop, intercept_seccomp_fd(r->seccomp), EPOLLIN, on_seccomp, r)) < 0)
+        if (r->claims && (k = loop_add(loop, r->claims->fd(r->claims_object), EPOLLIN, on_claims, r)) < 0)
                 return k;
         if (r->probes && (k = probes_attach(r->probes, loop, on_probe_met, r)) < 0)
                 return k;
@@ -336,12 +306,8 @@ int readiness_start(struct readiness *r, pid_t child) {
         r->child = child;
         r->pending = r->conditions;
         /* Only this COMMAND and its descendants may claim, and must again. */
-        if (r->broker)
-                broker_set_command(r->broker, child);
-        /* Its filter's listener came before it exec'd; without one the
-         * child has said why and exited 125. */
-        if (r->seccomp && (k = intercept_seccomp_set_command(r->seccomp, child)) < 0 && k != -ENOENT)
-                log_error_errno(k, "cannot take the seccomp listener of '%s' (--intercept): %m", command_name(r));
+        if (r->claims)
+                r->claims->set_command(r->claims_object, child, command_name(r));
         probes_start(r->probes, child);
         if (!r->pending || !r->options.timeout_usec)
                 return 0;
@@ -365,8 +331,8 @@ void readiness_stop(struct readiness *r) {
 
 void readiness_forget_child(struct readiness *r) {
         r->child = 0;
-        if (r->broker)
-                broker_forget_command(r->broker);
+        if (r->claims && r->claims->forget_command)
+                r->claims->forget_command(r->claims_object);
 }
 
 void readiness_set_command(struct readiness *r, pid_t child, pid_t also) {
@@ -380,7 +346,7 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 const char *text;
         } phrases[] = {
                 { READY_NOTIFY, "did not send READY=1" },
-                { READY_CLAIMED, NULL }, /* the broker says what is missing */
+                { READY_CLAIMED, NULL }, /* the claims say what is missing */
                 { READY_PORTS, "did not accept a connection on its --intercept port inside its namespace" },
         };
         char claims[512];
@@ -393,10 +359,7 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 if (!(r->pending & phrases[i].condition))
                         continue;
                 if (phrases[i].condition == READY_CLAIMED) {
-                        if (r->seccomp)
-                                intercept_seccomp_describe_unmet(r->seccomp, claims, sizeof claims);
-                        else
-                                broker_describe_unmet(r->broker, claims, sizeof claims);
+                        r->claims->describe_unmet(r->claims_object, claims, sizeof claims);
                         text = claims;
                 }
                 len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s", len ? " and " : "", text);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "claiming.h"
 #include "compat.h"
 #include "exitcode.h"
 #include "format.h"
@@ -337,7 +338,7 @@ static int setup_seccomp(struct job *job, const struct broker_target *targets, u
 
         if (r < 0)
                 return log_error_errno(r, "--intercept: cannot prepare the seccomp filter: %m");
-        readiness_add_seccomp(job->readiness, job->seccomp);
+        readiness_add_claims(job->readiness, &seccomp_claims_ops, job->seccomp);
         log_debug("--intercept: COMMAND's bind() calls come to prebind through seccomp user notification");
         return 0;
 }
@@ -389,7 +390,7 @@ static int setup_preload(struct job *job, const struct broker_target *targets, c
         r = broker_open(targets, c->n_intercepts, &broker);
         if (r < 0)
                 return log_error_errno(r, "--intercept: cannot open the broker socket: %m");
-        readiness_add_broker(job->readiness, broker);
+        readiness_add_claims(job->readiness, &broker_claims_ops, broker);
         if (!(job->setenv[job->n_setenv++] = strdup(broker_env_address(broker))) ||
             !(job->setenv[job->n_setenv++] = strdup(broker_env_ports(broker))))
                 return log_oom();

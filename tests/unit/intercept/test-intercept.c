@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "claiming.h"
 #include "loop.h"
 #include "ready.h"
 #include "intercept/match.h"
@@ -635,7 +636,7 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
         ck_assert_int_eq(readiness_new(&options, "intercept-client", &r), 0);
         ck_assert(!readiness_needed(r));
         ck_assert_int_eq(broker_open(targets, 2, &broker), 0);
-        readiness_add_broker(r, broker);
+        readiness_add_claims(r, &broker_claims_ops, broker);
         ck_assert(readiness_needed(r));
         ck_assert_int_eq(readiness_attach(r, loop, on_readiness, &calls), 0);
         pid = spawn_client(broker, scenario, true);
