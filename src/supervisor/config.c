@@ -526,20 +526,20 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                         return usage_error("--share", arg,
                                            "expected a name of 1-64 letters, digits, '.', '_' or "
                                            "'-', not starting with '.'");
-                c->share = arg;
+                c->share.name = arg;
                 return 0;
         case ARG_SHARE_LINGER:
                 if (strcmp(arg, "infinity") == 0)
-                        c->share_linger_usec = UINT64_MAX;
-                else if (parse_duration(arg, &c->share_linger_usec) < 0)
+                        c->share.linger_usec = UINT64_MAX;
+                else if (parse_duration(arg, &c->share.linger_usec) < 0)
                         return usage_error("--share-linger", arg, "expected a duration such as 1s, or infinity");
                 c->share_linger_set = true;
                 return 0;
         case ARG_STATUS:
-                c->share_action = SHARE_ACTION_STATUS;
+                c->share.action = SHARE_ACTION_STATUS;
                 return 0;
         case ARG_STOP:
-                c->share_action = SHARE_ACTION_STOP;
+                c->share.action = SHARE_ACTION_STOP;
                 return 0;
         case 'q':
                 log_set_level(LOG_LEVEL_ERROR);
@@ -589,11 +589,11 @@ static int check_conflicts(const struct config *c) {
                                    "or forward)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
-        if (c->share && (c->exec || c->accept || c->inetd))
+        if (c->share.name && (c->exec || c->accept || c->inetd))
                 return usage_error(NULL, NULL,
                                    "--share needs one supervised COMMAND that no caller owns: it cannot "
                                    "be combined with --exec, --accept or --inetd");
-        if (c->share_linger_set && !c->share)
+        if (c->share_linger_set && !c->share.name)
                 return usage_error(NULL, NULL, "--share-linger needs --share=NAME");
         if (c->netns && (c->exec || c->accept))
                 return usage_error(NULL, NULL,
@@ -629,7 +629,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 .restart_burst = 5,
                 .restart_interval_usec = 10 * USEC_PER_SEC,
                 .max_connections = 64,
-                .share_linger_usec = 1 * USEC_PER_SEC,
+                .share = { .linger_usec = 1 * USEC_PER_SEC },
                 .watch_ignore_defaults = true,
                 .watch_delay_usec = 100 * 1000,
         };
@@ -667,8 +667,8 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                         return r;
         }
 
-        if (c.share_action != SHARE_ACTION_HOLD) {
-                if (!c.share)
+        if (c.share.action != SHARE_ACTION_HOLD) {
+                if (!c.share.name)
                         return usage_error(NULL, NULL, "--status and --stop need --share=NAME");
                 if (optind < argc)
                         return usage_error(NULL, NULL, "--share=NAME --status or --stop takes no COMMAND");

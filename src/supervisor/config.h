@@ -11,6 +11,7 @@
 #include "format.h"
 #include "publish.h"
 #include "ready.h"
+#include "share.h"
 #include "socket.h"
 
 /* --intercept=[NAME=]PORT: COMMAND's own bind() of PORT gets socket NAME. */
@@ -26,13 +27,6 @@ enum intercept_via {
         INTERCEPT_VIA_SECCOMP, /* seccomp user notification (intercept/seccomp.c) */
         INTERCEPT_VIA_PRELOAD, /* the LD_PRELOAD interposer (intercept/preload.c, interpose.c) */
         INTERCEPT_VIA_FORWARD, /* --netns only: connections spliced to PORT inside (netns/forward.c) */
-};
-
-/* --share=NAME: what this call does with the shared server. */
-enum share_action {
-        SHARE_ACTION_HOLD,   /* start it or attach to it, then hold it */
-        SHARE_ACTION_STATUS, /* --status */
-        SHARE_ACTION_STOP,   /* --stop */
 };
 
 enum restart_mode {
@@ -97,10 +91,8 @@ struct config {
         bool subreaper;
         bool success_status[256];   /* exit statuses reported as 0 */
         bool netns;                 /* COMMAND in a new network namespace; --intercept forwards into it */
-        const char *share;          /* --share=NAME; NULL without */
-        uint64_t share_linger_usec; /* after the last holder; UINT64_MAX: until --stop */
+        struct share_options share; /* --share=NAME, --share-linger, --status, --stop */
         bool share_linger_set;
-        enum share_action share_action;
         char **command; /* points into argv; NULL-terminated */
 };
 
@@ -122,6 +114,14 @@ static inline int config_death_signal(const struct config *c) {
 static inline bool config_reloads(const struct config *c) {
         return c->restart_set || c->reload_set || c->n_watch > 0;
 }
+
+/* What must be the same for two callers to share a server (--share), as a
+ * command line with one spelling per option ("-l 127.0.0.1:0
+ * --ready-log='x' -- redis-server --port 0"): the sockets, COMMAND, its
+ * environment options, readiness, restarts, supervision. Output options
+ * (--print, --port-file, --port-fd, --format, -q, -v) and --share-linger
+ * are each caller's own. Returns 0 or -ENOMEM. */
+int config_describe(const struct config *config, char **ret);
 
 /* Returns 1 when there is work to do, 0 when --help or --version was
  * printed, or a negative errno after logging the problem (usage errors
