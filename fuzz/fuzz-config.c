@@ -36,17 +36,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         FUZZ_FAIL("COMMAND is not in argv");
                 if (c.n_listens == 0 || !c.listens)
                         FUZZ_FAIL("no socket to listen on");
-                if (c.socket_options.backlog < 1 || c.socket_options.socket_mode > 0777 || c.port_fd < -1 ||
-                    (c.port_fd >= 0 && c.port_fd <= 2))
+                if (c.socket_options.backlog < 1 || c.socket_options.socket_mode > 0777 || c.publish.port_fd < -1 ||
+                    (c.publish.port_fd >= 0 && c.publish.port_fd <= 2))
                         FUZZ_FAIL("a value out of range");
-                if (c.format < 0 || c.format >= _FORMAT_MAX || c.print_format < 0 || c.print_format >= _FORMAT_MAX)
+                if (c.publish.format < 0 || c.publish.format >= _FORMAT_MAX || c.publish.print_format < 0 ||
+                    c.publish.print_format >= _FORMAT_MAX)
                         FUZZ_FAIL("an unknown format");
                 if (c.max_connections < 1 || c.kill_after_usec > 30 * 86400 * USEC_PER_SEC)
                         FUZZ_FAIL("a value out of range");
-                if (c.exec && (c.accept || c.restart_set || c.ready || c.group || c.kill_after_usec ||
+                if (c.exec && (c.accept || c.restart_set || c.ready.notify || c.group || c.kill_after_usec ||
                                c.die_with_parent || c.subreaper))
                         FUZZ_FAIL("--exec with an option that needs the supervisor");
-                if (c.accept && (c.ready || c.restart_set))
+                if (c.accept && (c.ready.notify || c.restart_set))
                         FUZZ_FAIL("--accept with --ready or --restart");
                 for (size_t i = 0; i < c.n_setenv; i++)
                         if (!c.setenv[i] || c.setenv[i][0] == '=' || c.setenv[i][0] == '\0')

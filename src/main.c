@@ -45,24 +45,40 @@ static int run_job(struct job *job, struct outcome *ret) {
         return job->config->accept ? accept_run(job, ret) : supervise(job, ret);
 }
 
+/* In the detached supervisor of --share: the config the job runs with.
+ * The holders publish, each in its own way; the supervisor is nobody's
+ * child. */
+static struct config shared_server_config(const struct config *config) {
+        struct config c = *config;
+
+        c.publish.print = false;
+        c.publish.port_file = NULL;
+        c.publish.port_fd = -1;
+        c.die_with_parent = false;
+        return c;
+}
+
 /* --share=NAME: attach to the server that runs under NAME, or start it
  * in a detached supervisor (share_enter() returns there too, to run the
  * job as always) and attach to it. */
 static int run_shared(const struct config *config) {
         _cleanup_(share_freep) struct share *share = NULL;
+        _cleanup_free_ char *description = NULL;
         struct config served;
         struct job job;
         struct outcome outcome = { OUTCOME_EXITED, 0 };
         int r, status;
 
-        if (config->share_action != SHARE_ACTION_HOLD)
-                return share_query(config);
-        r = share_enter(config, &share);
+        if (config->share.action != SHARE_ACTION_HOLD)
+                return share_query(&config->share);
+        if (config_describe(config, &description) < 0)
+                return log_oom(), EXIT_PREBIND_FAILED;
+        r = share_enter(&config->share, description, &share);
         if (r < 0)
                 return EXIT_PREBIND_FAILED;
         if (r == SHARE_ROLE_HOLDER)
-                return share_hold(share, config);
-        served = share_supervisor_config(config);
+                return share_hold(share, &config->publish);
+        served = shared_server_config(config);
         r = job_setup(&served, &job);
         job.share = share;
         if (r >= 0)
@@ -93,7 +109,7 @@ int main(int argc, char *argv[]) {
         r = config_parse_argv(argc, argv, &config);
         if (r <= 0)
                 return r < 0 ? EXIT_PREBIND_FAILED : 0;
-        if (config.share) {
+        if (config.share.name) {
                 status = run_shared(&config);
                 config_done(&config);
                 return status;

@@ -628,8 +628,10 @@ static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata)
         struct intercept_seccomp *s = userdata;
         int r = serve(s, revents & EPOLLIN);
 
+        if (r < 0)
+                log_error_errno(r, "cannot answer a bind() of COMMAND's (--intercept): %m");
         if (s->callback)
-                s->callback(r, s->userdata);
+                s->callback(s->userdata);
         return 0;
 }
 

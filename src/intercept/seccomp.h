@@ -46,10 +46,10 @@ int intercept_seccomp_child_socket(const struct intercept_seccomp *s);
  * sock. Returns 0 or -errno. */
 int intercept_seccomp_child(const struct intercept_seccomp *s, int sock);
 
-/* Called once the listener has served on the loop: r is 0, or the -errno
- * an answer failed with; a target may have been claimed
- * (intercept_seccomp_all_claimed()). */
-typedef void (*intercept_seccomp_callback)(int r, void *userdata);
+/* Called once the listener has served on the loop (an answer that failed
+ * is logged here): a target may have been claimed
+ * (intercept_seccomp_all_claimed()). As broker.h's broker_callback. */
+typedef void (*intercept_seccomp_callback)(void *userdata);
 
 /* Answer on l: the listener of each COMMAND is a source of l from now on,
  * until intercept_seccomp_detach() (intercept_seccomp_free() detaches

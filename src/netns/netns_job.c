@@ -139,7 +139,7 @@ void netns_job_free(struct netns_job *j) {
         free(j);
 }
 
-int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan) {
+int netns_job_prepare(struct netns_job *j, struct netns_join *ret) {
         enum netns_step step;
         char why[512];
         int r;
@@ -150,9 +150,7 @@ int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan) {
                 log_error("%s", netns_explain(step, r, geteuid() == 0, "/proc/sys", why, sizeof why));
                 return r;
         }
-        plan->join_netns = true;
-        plan->net_fd = j->netns.net_fd;
-        plan->user_fd = j->netns.user_fd;
+        *ret = (struct netns_join) { .net_fd = j->netns.net_fd, .user_fd = j->netns.user_fd };
         return 0;
 }
 

@@ -7,7 +7,6 @@
 
 #include "loop.h"
 #include "socket.h"
-#include "spawn.h"
 
 /* --netns for the supervisor: a new namespace for each start of COMMAND
  * (an orphan of the last one cannot keep its port), the forwarders of
@@ -44,9 +43,17 @@ typedef void (*netns_job_ready_fn)(void *userdata);
 int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata);
 void netns_job_detach(struct netns_job *j);
 
-/* Before a start: make the namespace and tell plan to join it. Logs why
- * not: -errno. */
-int netns_job_prepare(struct netns_job *j, struct spawn_plan *plan);
+/* The namespace a new COMMAND joins (netns_enter(), between fork and
+ * exec): owned by the job, valid until the next netns_job_prepare() or
+ * netns_job_stopped(). */
+struct netns_join {
+        int net_fd;
+        int user_fd; /* -1 as root */
+};
+
+/* Before a start: make the namespace, and say what COMMAND joins. Logs
+ * why not: -errno. */
+int netns_job_prepare(struct netns_job *j, struct netns_join *ret);
 /* A socket made in the current namespace (e.g. COMMAND's notification
  * socket: abstract unix names are per network namespace). 0 or -errno. */
 int netns_job_socket(const struct netns_job *j, int family, int type, int *ret_fd);

@@ -40,7 +40,7 @@ struct output {
 };
 
 struct probes {
-        const struct config *config;
+        struct readiness_options options;
         struct loop *loop;
         probe_met_callback on_met;
         void *userdata;
@@ -107,7 +107,7 @@ static void met(struct probes *p, bool *flag, enum probe_condition condition, co
 
 /* The attempt is over and not ready: the next one is due. */
 static void attempt_failed(struct probes *p, struct attempts *a) {
-        uint64_t now = now_usec(), next = probe_next_start(a->started, now, p->config->ready_interval_usec);
+        uint64_t now = now_usec(), next = probe_next_start(a->started, now, p->options.interval_usec);
         int r;
 
         a->running = false;
@@ -392,7 +392,7 @@ static int setup_log(struct probes *p, const char *pattern) {
 
 static int setup_exec(struct probes *p, const struct bound_socket *sockets, size_t n, char *const *setenv,
                       size_t n_setenv) {
-        const char *command = p->config->ready_exec;
+        const char *command = p->options.exec;
         char quoted[LOG_QUOTE_SIZE], **kept;
         size_t offset = 0, n_kept = 0;
         int r;
@@ -436,10 +436,10 @@ static int setup_http(struct probes *p, const struct bound_socket *sockets, size
                 log_error("--ready-http needs a TCP socket (-l PORT or -l HOST:PORT) (see --help)");
                 return -EINVAL;
         }
-        r = http_probe_init(&p->hp, s, p->config->ready_http_path);
+        r = http_probe_init(&p->hp, s, p->options.http_path);
         if (r == -EINVAL) {
                 log_error("--ready-http: '%s': expected a path from '/', without spaces (see --help)",
-                          log_shorten(p->config->ready_http_path, quoted));
+                          log_shorten(p->options.http_path, quoted));
                 return r;
         }
         if (r < 0)
@@ -448,30 +448,30 @@ static int setup_http(struct probes *p, const struct bound_socket *sockets, size
         return 0;
 }
 
-int probes_new(const struct config *c, const struct bound_socket *sockets, size_t n, char *const *setenv,
+int probes_new(const struct readiness_options *o, const struct bound_socket *sockets, size_t n, char *const *setenv,
                size_t n_setenv, struct probes **ret) {
         struct probes *p;
         int r = 0;
 
         *ret = NULL;
-        if (!c->ready_log && !c->ready_exec && !c->ready_http)
+        if (!o->log && !o->exec && !o->http)
                 return 0;
         p = calloc(1, sizeof *p);
         if (!p)
                 return log_oom();
         *p = (struct probes) {
-                .config = c,
+                .options = *o,
                 .ep = { .done_fd = -1, .output_fd = -1 },
                 .exec_attempts = { .timer_fd = -1 },
                 .http_attempts = { .timer_fd = -1 },
                 .http_fd = -1,
                 .hp = { .fd = -1 },
         };
-        if (c->ready_log)
-                r = setup_log(p, c->ready_log);
-        if (r >= 0 && c->ready_exec)
+        if (o->log)
+                r = setup_log(p, o->log);
+        if (r >= 0 && o->exec)
                 r = setup_exec(p, sockets, n, setenv, n_setenv);
-        if (r >= 0 && c->ready_http)
+        if (r >= 0 && o->http)
                 r = setup_http(p, sockets, n);
         if (r < 0) {
                 probes_free(p);
@@ -568,7 +568,7 @@ void probes_start(struct probes *p, pid_t child) {
         p->ep.status = -1;
         p->ep.timed_out = false;
         p->ep.last_output[0] = '\0';
-        p->exec_attempts.bound = p->http_attempts.bound = probe_attempt_timeout(p->config->ready_interval_usec);
+        p->exec_attempts.bound = p->http_attempts.bound = probe_attempt_timeout(p->options.interval_usec);
         if (p->exec && (r = start_timer(p, &p->exec_attempts, exec_timer)) < 0)
                 log_error_errno(r, "cannot arm the --ready-exec timer: %m");
         if (p->http && (r = start_timer(p, &p->http_attempts, http_timer)) < 0)
@@ -641,8 +641,7 @@ size_t probes_describe_unmet(const struct probes *p, unsigned which, const char 
                 return 0;
 #define APPEND(...) (len += (size_t) snprintf(len < size ? buf + len : buf, len < size ? size - len : 0, __VA_ARGS__))
         if ((which & PROBE_LOG) && !p->log_met)
-                APPEND("%swrote no line that matches --ready-log '%s'", sep,
-                       log_shorten(p->config->ready_log, quoted));
+                APPEND("%swrote no line that matches --ready-log '%s'", sep, log_shorten(p->options.log, quoted));
         if ((which & PROBE_EXEC) && !p->exec_met) {
                 APPEND("%sdid not pass --ready-exec '%s' (", sep, log_shorten(p->exec_command, quoted));
                 if (p->ep.status < 0)
@@ -659,7 +658,7 @@ size_t probes_describe_unmet(const struct probes *p, unsigned which, const char 
         if ((which & PROBE_HTTP) && !p->http_met) {
                 const struct http_probe_result *last = &p->http_last;
 
-                APPEND("%sdid not pass --ready-http (GET %s ", sep, p->config->ready_http_path);
+                APPEND("%sdid not pass --ready-http (GET %s ", sep, p->options.http_path);
                 if (!last->over)
                         APPEND("got no answer yet");
                 else if (last->status)

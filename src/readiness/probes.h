@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "parse.h"
 #include "loop.h"
+#include "parse.h"
+#include "ready.h"
 #include "socket.h"
 
 /* The readiness conditions for servers that do not speak sd_notify, as
@@ -27,15 +27,15 @@ enum probe_condition {
 
 typedef void (*probe_met_callback)(enum probe_condition condition, void *userdata);
 
-/* Nothing to do when the config asks for none of them: *ret is NULL.
+/* Nothing to do when the options ask for none of them: *ret is NULL.
  * setenv: the -E entries (expanded), for the probe's environment. Logs
  * what is wrong with the options (a bad regex, no TCP socket, a bad
  * template) and returns -EINVAL, or another -errno (logged). */
-int probes_new(const struct config *c, const struct bound_socket *sockets, size_t n, char *const *setenv,
-               size_t n_setenv, struct probes **ret);
+int probes_new(const struct readiness_options *options, const struct bound_socket *sockets, size_t n,
+               char *const *setenv, size_t n_setenv, struct probes **ret);
 void probes_free(struct probes *p);
 
-/* The enum probe_condition bits the config asks for. */
+/* The enum probe_condition bits the options ask for. */
 unsigned probes_conditions(const struct probes *p);
 
 /* On the loop: the output relay from now on (it runs as long as prebind

@@ -7,7 +7,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "broker.h"
 #include "compat.h"
 #include "log.h"
 #include "loop.h"
@@ -16,19 +15,19 @@
 #include "probes.h"
 #include "process.h"
 #include "ready.h"
-#include "seccomp.h"
 
 struct readiness {
-        const struct config *config;
-        unsigned conditions;               /* enum ready_condition bits the config asks for */
-        unsigned pending;                  /* …of which these do not hold yet */
-        pid_t child;                       /* COMMAND; 0 between COMMANDs */
-        pid_t also;                        /* --reload=overlap: the serving one, heard but not counted; 0 */
-        struct notify_socket notify;       /* --ready: COMMAND's NOTIFY_SOCKET */
-        char *notify_entry;                /* "NOTIFY_SOCKET=…" */
-        int timer_fd;                      /* the timeout; -1 when not waiting */
-        struct broker *broker;             /* --intercept via preload */
-        struct intercept_seccomp *seccomp; /* --intercept via seccomp */
+        struct readiness_options options;
+        const char *command;                       /* COMMAND's name, for messages */
+        unsigned conditions;                       /* enum ready_condition bits asked for */
+        unsigned pending;                          /* …of which these do not hold yet */
+        pid_t child;                               /* COMMAND; 0 between COMMANDs */
+        pid_t also;                                /* --reload=overlap: the serving one, heard but not counted; 0 */
+        struct notify_socket notify;               /* --ready: COMMAND's NOTIFY_SOCKET */
+        char *notify_entry;                        /* "NOTIFY_SOCKET=…" */
+        int timer_fd;                              /* the timeout; -1 when not waiting */
+        const struct readiness_claims_ops *claims; /* --intercept; NULL without */
+        void *claims_object;
         struct loop *loop;
         readiness_callback callback;
         void *userdata;
@@ -45,14 +44,14 @@ static const struct {
         { PROBE_HTTP, READY_HTTP },
 };
 
-int readiness_new(const struct config *config, struct readiness **ret) {
+int readiness_new(const struct readiness_options *options, const char *command, struct readiness **ret) {
         struct readiness *r = calloc(1, sizeof *r);
         int k;
 
         if (!r)
                 return -ENOMEM;
-        *r = (struct readiness) { .config = config, .notify = { .fd = -1 }, .timer_fd = -1 };
-        if (config->ready) {
+        *r = (struct readiness) { .options = *options, .command = command, .notify = { .fd = -1 }, .timer_fd = -1 };
+        if (options->notify) {
                 r->conditions |= READY_NOTIFY;
                 k = notify_socket_open(&r->notify);
                 if (k < 0 || asprintf(&r->notify_entry, "NOTIFY_SOCKET=%s", r->notify.address) < 0) {
@@ -90,10 +89,8 @@ void readiness_detach(struct readiness *r) {
         probes_detach(r->probes);
         if (r->loop && r->notify.fd >= 0)
                 loop_remove(r->loop, r->notify.fd);
-        if (r->broker)
-                broker_detach(r->broker);
-        if (r->seccomp)
-                intercept_seccomp_detach(r->seccomp);
+        if (r->claims)
+                r->claims->detach(r->claims_object);
         r->loop = NULL;
 }
 
@@ -101,21 +98,17 @@ void readiness_free(struct readiness *r) {
         if (!r)
                 return;
         readiness_detach(r);
-        broker_free(r->broker);
-        intercept_seccomp_free(r->seccomp);
+        if (r->claims)
+                r->claims->free(r->claims_object);
         probes_free(r->probes);
         notify_socket_close(&r->notify);
         free(r->notify_entry);
         free(r);
 }
 
-void readiness_add_broker(struct readiness *r, struct broker *broker) {
-        r->broker = broker;
-        r->conditions |= READY_CLAIMED;
-}
-
-void readiness_add_seccomp(struct readiness *r, struct intercept_seccomp *seccomp) {
-        r->seccomp = seccomp;
+void readiness_add_claims(struct readiness *r, const struct readiness_claims_ops *ops, void *object) {
+        r->claims = ops;
+        r->claims_object = object;
         r->conditions |= READY_CLAIMED;
 }
 
@@ -125,7 +118,7 @@ void readiness_add_ports(struct readiness *r) {
 
 int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
                          size_t n_setenv) {
-        int k = probes_new(r->config, sockets, n, setenv, n_setenv, &r->probes);
+        int k = probes_new(&r->options, sockets, n, setenv, n_setenv, &r->probes);
         unsigned bits = probes_conditions(r->probes);
 
         for (size_t i = 0; i < sizeof probe_conditions / sizeof probe_conditions[0]; i++)
@@ -147,7 +140,7 @@ void readiness_command_exited(struct readiness *r, pid_t child) {
 }
 
 void readiness_log_details(struct readiness *r) {
-        probes_log_tail(r->probes, r->config->command[0]);
+        probes_log_tail(r->probes, r->command);
 }
 
 const char *readiness_notify_entry(const struct readiness *r) {
@@ -163,7 +156,7 @@ bool readiness_waiting(const struct readiness *r) {
 }
 
 static const char *command_name(const struct readiness *r) {
-        return r->config->command[0];
+        return r->command;
 }
 
 void readiness_condition_met(struct readiness *r, enum ready_condition condition) {
@@ -226,35 +219,20 @@ static void hear_one(struct readiness *r, const struct peer *from, const struct 
         }
 }
 
-/* --intercept: the broker served claims and reports. */
-static void broker_served(void *userdata) {
+/* --intercept: serve the claims (the broker's, or COMMAND's bind()
+ * calls through seccomp), hear the reports. */
+static void claims_served(void *userdata) {
         struct readiness *r = userdata;
 
-        if (r->child > 0 && broker_all_claimed(r->broker)) {
+        if (r->child > 0 && (r->pending & READY_CLAIMED) && r->claims->all_claimed(r->claims_object)) {
                 log_debug("'%s' took every intercepted socket", command_name(r));
                 readiness_condition_met(r, READY_CLAIMED);
         }
 }
 
-static void hear_broker(struct readiness *r) {
-        broker_dispatch(r->broker);
-        broker_served(r);
-}
-
-/* --intercept via seccomp: COMMAND's bind() calls were answered. */
-static void seccomp_served(int k, void *userdata) {
-        struct readiness *r = userdata;
-
-        if (k < 0)
-                log_error_errno(k, "cannot answer a bind() of COMMAND's (--intercept): %m");
-        else if (r->child > 0 && (r->pending & READY_CLAIMED) && intercept_seccomp_all_claimed(r->seccomp)) {
-                log_debug("'%s' took every intercepted socket", command_name(r));
-                readiness_condition_met(r, READY_CLAIMED);
-        }
-}
-
-static void hear_seccomp(struct readiness *r) {
-        seccomp_served(intercept_seccomp_dispatch(r->seccomp), r);
+static void hear_claims(struct readiness *r) {
+        if (r->claims->dispatch(r->claims_object) >= 0)
+                claims_served(r);
 }
 
 /* Anyone may send to the notification socket: at most
@@ -267,10 +245,8 @@ void readiness_hear(struct readiness *r) {
         int k = 0;
 
         /* A claim or a report sent just before COMMAND exited, too. */
-        if (r->broker)
-                hear_broker(r);
-        if (r->seccomp)
-                hear_seccomp(r);
+        if (r->claims)
+                hear_claims(r);
         if (r->notify.fd < 0)
                 return;
         while (now_usec() < deadline && (k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
@@ -311,9 +287,7 @@ int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback 
         r->loop = loop;
         r->callback = callback;
         r->userdata = userdata;
-        if (r->broker && (k = broker_attach(r->broker, loop, broker_served, r)) < 0)
-                return k;
-        if (r->seccomp && (k = intercept_seccomp_attach(r->seccomp, loop, seccomp_served, r)) < 0)
+        if (r->claims && (k = r->claims->attach(r->claims_object, loop, claims_served, r)) < 0)
                 return k;
         if (r->probes && (k = probes_attach(r->probes, loop, on_probe_met, r)) < 0)
                 return k;
@@ -327,17 +301,13 @@ int readiness_start(struct readiness *r, pid_t child) {
         r->child = child;
         r->pending = r->conditions;
         /* Only this COMMAND and its descendants may claim, and must again. */
-        if (r->broker)
-                broker_set_command(r->broker, child);
-        /* Its filter's listener came before it exec'd; without one the
-         * child has said why and exited 125. */
-        if (r->seccomp && (k = intercept_seccomp_set_command(r->seccomp, child)) < 0 && k != -ENOENT)
-                log_error_errno(k, "cannot take the seccomp listener of '%s' (--intercept): %m", command_name(r));
+        if (r->claims)
+                r->claims->set_command(r->claims_object, child, command_name(r));
         probes_start(r->probes, child);
-        if (!r->pending || !r->config->ready_timeout_usec)
+        if (!r->pending || !r->options.timeout_usec)
                 return 0;
         fresh = r->timer_fd < 0;
-        k = timer_start(&r->timer_fd, r->config->ready_timeout_usec);
+        k = timer_start(&r->timer_fd, r->options.timeout_usec);
         if (k == 0 && fresh)
                 k = loop_add(r->loop, r->timer_fd, EPOLLIN, on_timeout, r);
         /* Without the clock the wait is unbounded: say so, go on. */
@@ -356,8 +326,8 @@ void readiness_stop(struct readiness *r) {
 
 void readiness_forget_child(struct readiness *r) {
         r->child = 0;
-        if (r->broker)
-                broker_forget_command(r->broker);
+        if (r->claims && r->claims->forget_command)
+                r->claims->forget_command(r->claims_object);
 }
 
 void readiness_set_command(struct readiness *r, pid_t child, pid_t also) {
@@ -371,7 +341,7 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 const char *text;
         } phrases[] = {
                 { READY_NOTIFY, "did not send READY=1" },
-                { READY_CLAIMED, NULL }, /* the broker says what is missing */
+                { READY_CLAIMED, NULL }, /* the claims say what is missing */
                 { READY_PORTS, "did not accept a connection on its --intercept port inside its namespace" },
         };
         char claims[512];
@@ -384,10 +354,7 @@ const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_
                 if (!(r->pending & phrases[i].condition))
                         continue;
                 if (phrases[i].condition == READY_CLAIMED) {
-                        if (r->seccomp)
-                                intercept_seccomp_describe_unmet(r->seccomp, claims, sizeof claims);
-                        else
-                                broker_describe_unmet(r->broker, claims, sizeof claims);
+                        r->claims->describe_unmet(r->claims_object, claims, sizeof claims);
                         text = claims;
                 }
                 len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s", len ? " and " : "", text);

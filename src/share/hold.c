@@ -63,14 +63,14 @@ static bool stdin_watched(void) {
         return fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
-static void log_ended(const struct config *c, const struct share_message *m) {
+static void log_ended(const char *name, const struct share_message *m) {
         const char *tail = m->text;
 
         if (m->head.status == 0) {
-                log_info("--share=%s: the server ended with status 0", c->share);
+                log_info("--share=%s: the server ended with status 0", name);
                 return;
         }
-        log_error("--share=%s: the server ended with exit status %d%s", c->share, m->head.status,
+        log_error("--share=%s: the server ended with exit status %d%s", name, m->head.status,
                   *tail ? "; the last lines of its output:" : "");
         if (*tail)
                 fprintf(stderr, "%s%s", tail, tail[strlen(tail) - 1] == '\n' ? "" : "\n");
@@ -78,9 +78,9 @@ static void log_ended(const struct config *c, const struct share_message *m) {
 
 /* One message from the supervisor. Returns 1 to go on holding, or the
  * exit status. */
-static int on_message(const struct share *s, const struct share_message *m, bool *published,
-                      struct publication *publication) {
-        const struct config *c = s->config;
+static int on_message(const struct share *s, const struct share_message *m, const struct publish_options *publish,
+                      bool *published, struct publication *publication) {
+        const char *name = s->options.name;
         struct bound_socket sockets[SHARE_SOCKETS_MAX];
 
         switch (m->head.kind) {
@@ -88,27 +88,28 @@ static int on_message(const struct share *s, const struct share_message *m, bool
                 if (*published)
                         return 1;
                 share_wire_to_sockets(m->sockets, m->head.n_sockets, sockets);
-                if (publish_addresses(c, sockets, m->head.n_sockets, (pid_t) m->head.pid, (pid_t) m->head.child_pid,
-                                      NULL, publication) < 0)
+                if (publish_addresses(publish, sockets, m->head.n_sockets, (pid_t) m->head.pid,
+                                      (pid_t) m->head.child_pid, NULL, publication) < 0)
                         return EXIT_PREBIND_FAILED;
                 *published = true;
                 /* As a prebind that runs the server itself tells its manager. */
                 notify_manager("READY=1");
                 return 1;
         case SHARE_REFUSED:
-                log_error("--share=%s runs another server: (%s), this call asks for (%s): refusing to attach",
-                          c->share, m->text, s->description);
+                log_error("--share=%s runs another server: (%s), this call asks for (%s): refusing to attach", name,
+                          m->text, s->description);
                 return EXIT_PREBIND_FAILED;
         case SHARE_ENDED:
-                log_ended(c, m);
+                log_ended(name, m);
                 return m->head.status;
         default:
-                log_error("--share=%s: unexpected message %u from the supervisor", c->share, m->head.kind);
+                log_error("--share=%s: unexpected message %u from the supervisor", name, m->head.kind);
                 return EXIT_PREBIND_FAILED;
         }
 }
 
-static int hold_loop(struct share *s, int signal_fd, struct publication *publication) {
+static int hold_loop(struct share *s, int signal_fd, const struct publish_options *publish,
+                     struct publication *publication) {
         struct pollfd fds[3] = {
                 { .fd = s->conn_fd, .events = POLLIN },
                 { .fd = signal_fd, .events = POLLIN },
@@ -131,18 +132,18 @@ static int hold_loop(struct share *s, int signal_fd, struct publication *publica
                         continue;
                 r = share_receive(s->conn_fd, 0, &m);
                 if (r <= 0) {
-                        log_error("--share=%s: the supervisor is gone%s", s->config->share,
+                        log_error("--share=%s: the supervisor is gone%s", s->options.name,
                                   r == 0 ? "" : " (a message it sent cannot be read)");
                         return EXIT_PREBIND_FAILED;
                 }
-                r = on_message(s, &m, &published, publication);
+                r = on_message(s, &m, publish, &published, publication);
                 share_message_done(&m);
                 if (r != 1)
                         return r;
         }
 }
 
-int share_hold(struct share *s, const struct config *c) {
+int share_hold(struct share *s, const struct publish_options *publish) {
         struct share_wire hold = { .kind = SHARE_HOLD };
         struct publication publication = { .port_file_fd = -1 };
         _cleanup_close_ int signal_fd = hold_signals();
@@ -159,17 +160,17 @@ int share_hold(struct share *s, const struct config *c) {
         /* A supervisor that ended at once (it could not bind) closed the
          * connection already: its SHARE_ENDED is still there to read. */
         if (r < 0 && r != -EPIPE && r != -ECONNRESET)
-                return log_error_errno(r, "--share=%s: cannot attach: %m", c->share), EXIT_PREBIND_FAILED;
-        status = hold_loop(s, signal_fd, &publication);
+                return log_error_errno(r, "--share=%s: cannot attach: %m", s->options.name), EXIT_PREBIND_FAILED;
+        status = hold_loop(s, signal_fd, publish, &publication);
         publication_withdraw(&publication);
         return status;
 }
 
-static void print_state(const struct config *c, const struct share_message *m) {
+static void print_state(const char *name, const struct share_message *m) {
         struct bound_socket sockets[SHARE_SOCKETS_MAX];
         char url[FIELD_STRING_MAX];
 
-        printf("%s: running, %s; supervisor pid %d, server pid %d, %u holder%s\n", c->share,
+        printf("%s: running, %s; supervisor pid %d, server pid %d, %u holder%s\n", name,
                m->head.ready ? "ready" : "starting", (int) m->head.pid, (int) m->head.child_pid, m->head.holders,
                m->head.holders == 1 ? "" : "s");
         share_wire_to_sockets(m->sockets, m->head.n_sockets, sockets);
@@ -190,41 +191,41 @@ static int wait_stopped(int fd) {
         }
 }
 
-int share_query(const struct config *c) {
+int share_query(const struct share_options *o) {
         struct share_paths paths;
-        struct share_wire request = { .kind = c->share_action == SHARE_ACTION_STOP ? SHARE_STOP : SHARE_STATUS };
+        struct share_wire request = { .kind = o->action == SHARE_ACTION_STOP ? SHARE_STOP : SHARE_STATUS };
         struct share_message m;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (share_paths(c->share, &paths) < 0)
+        if (share_paths(o->name, &paths) < 0)
                 return EXIT_PREBIND_FAILED;
         r = share_connect(paths.sock, &fd);
         share_paths_done(&paths);
         if (r == -ENOENT || r == -ECONNREFUSED) {
-                if (c->share_action == SHARE_ACTION_STOP) {
-                        log_info("--share=%s: not running", c->share);
+                if (o->action == SHARE_ACTION_STOP) {
+                        log_info("--share=%s: not running", o->name);
                         return 0;
                 }
-                printf("%s: not running\n", c->share);
+                printf("%s: not running\n", o->name);
                 return EXIT_NOT_RUNNING;
         }
         if (r < 0)
-                return log_error_errno(r, "--share=%s: cannot connect: %m", c->share), EXIT_PREBIND_FAILED;
+                return log_error_errno(r, "--share=%s: cannot connect: %m", o->name), EXIT_PREBIND_FAILED;
         r = share_send(fd, &request, NULL, NULL);
         if (r < 0)
-                return log_error_errno(r, "--share=%s: cannot ask: %m", c->share), EXIT_PREBIND_FAILED;
-        if (c->share_action == SHARE_ACTION_STOP)
+                return log_error_errno(r, "--share=%s: cannot ask: %m", o->name), EXIT_PREBIND_FAILED;
+        if (o->action == SHARE_ACTION_STOP)
                 return wait_stopped(fd);
         r = share_receive(fd, 0, &m);
         if (r <= 0 || m.head.kind != SHARE_STATE) {
                 if (r > 0)
                         share_message_done(&m);
                 /* It was ending just then. */
-                printf("%s: not running\n", c->share);
+                printf("%s: not running\n", o->name);
                 return EXIT_NOT_RUNNING;
         }
-        print_state(c, &m);
+        print_state(o->name, &m);
         share_message_done(&m);
         return fflush(stdout) == 0 ? 0 : EXIT_PREBIND_FAILED;
 }

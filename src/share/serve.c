@@ -39,12 +39,12 @@ static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata);
 /* Nobody holds it: the server stops after --share-linger, unless
  * someone attaches in between. */
 static void arm_linger(struct share *s) {
-        uint64_t linger = s->config->share_linger_usec;
+        uint64_t linger = s->options.linger_usec;
         int r;
 
         if (s->stopping || held(s) || linger == UINT64_MAX || s->linger_fd >= 0)
                 return;
-        log_debug("--share=%s: no holder left; stopping in %.1fs", s->config->share, (double) linger / 1e6);
+        log_debug("--share=%s: no holder left; stopping in %.1fs", s->options.name, (double) linger / 1e6);
         /* A timerfd armed with 0 is disarmed: 1 µs is "now". */
         r = loop_timer_arm(s->loop, &s->linger_fd, linger ?: 1, on_linger, s);
         if (r < 0) {
@@ -150,8 +150,8 @@ static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata) {
         share_accept_pending(s);
         if (!held(s)) {
                 share_give_up_name(s);
-                log_info("--share=%s: no holder for %.1fs: stopping the server", s->config->share,
-                         (double) s->config->share_linger_usec / 1e6);
+                log_info("--share=%s: no holder for %.1fs: stopping the server", s->options.name,
+                         (double) s->options.linger_usec / 1e6);
         }
         share_unlock(s);
         if (!held(s))
@@ -182,7 +182,7 @@ static void on_message(struct share *s, struct share_conn *c, const struct share
                 return;
         case SHARE_STOP:
                 c->kind = SHARE_CONN_QUERY;
-                log_info("--share=%s: --stop: stopping the server", s->config->share);
+                log_info("--share=%s: --stop: stopping the server", s->options.name);
                 share_lock(s);
                 share_give_up_name(s);
                 share_unlock(s);

@@ -30,9 +30,9 @@ struct share_conn {
 };
 
 struct share {
-        const struct config *config;
+        struct share_options options;
         struct share_paths paths;
-        char *description; /* share_describe() of config */
+        char *description; /* what the server runs: config_describe() */
         int lock_fd;       /* the supervisor's open of NAME.lock */
         int listen_fd;     /* NAME.sock, while it leads to this supervisor */
         dev_t sock_dev;    /* …and the file bind() made, removed only if it is still that */

@@ -25,6 +25,17 @@
 #define TAIL_LINES 20
 #define TAIL_BYTES 4096
 
+bool share_name_is_valid(const char *name) {
+        size_t len = strlen(name);
+
+        /* A file name in the share directory, with room for ".sock" in a
+         * sun_path: no '/', no ".." or hidden files, nothing a shell or a
+         * message would need to quote. */
+        if (len == 0 || len > 64 || name[0] == '.')
+                return false;
+        return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
+}
+
 /* The directory: $XDG_RUNTIME_DIR/prebind when XDG_RUNTIME_DIR is the
  * caller's own (pam_systemd makes it 0700), else /tmp/prebind-UID. It
  * must be a real directory (lstat: no symlink followed) of the caller's
@@ -294,27 +305,28 @@ static int claim_locked(struct share *s, int *lock_fd) {
         return start_supervisor(s, lock_fd);
 }
 
-int share_enter(const struct config *config, struct share **ret) {
+int share_enter(const struct share_options *options, const char *description, struct share **ret) {
         _cleanup_(share_freep) struct share *s = calloc(1, sizeof *s);
         int r;
 
         if (!s)
                 return log_oom();
         *s = (struct share) {
-                .config = config,
+                .options = *options,
                 .lock_fd = -1,
                 .listen_fd = -1,
                 .conn_fd = -1,
                 .log_fd = -1,
                 .linger_fd = -1,
         };
-        if (share_describe(config, &s->description) < 0)
+        s->description = strdup(description);
+        if (!s->description)
                 return log_oom();
         for (int attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
                 _cleanup_close_ int lock_fd = -EBADF;
 
                 share_paths_done(&s->paths);
-                if ((r = share_paths(config->share, &s->paths)) < 0)
+                if ((r = share_paths(options->name, &s->paths)) < 0)
                         return r;
                 r = lock_name(&s->paths, &lock_fd);
                 if (r < 0)
@@ -327,20 +339,8 @@ int share_enter(const struct config *config, struct share **ret) {
                 *ret = TAKE_PTR(s);
                 return r;
         }
-        log_error("--share=%s: the name was taken and given up %d times in a row", config->share, CLAIM_ATTEMPTS);
+        log_error("--share=%s: the name was taken and given up %d times in a row", options->name, CLAIM_ATTEMPTS);
         return -EAGAIN;
-}
-
-struct config share_supervisor_config(const struct config *config) {
-        struct config c = *config;
-
-        /* The holders publish, each in its own way; the supervisor is
-         * nobody's child. */
-        c.print = false;
-        c.port_file = NULL;
-        c.port_fd = -1;
-        c.die_with_parent = false;
-        return c;
 }
 
 /* The last lines of the log, for the holders: what COMMAND said before

@@ -3,10 +3,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
 #include "loop.h"
+#include "publish.h"
 #include "socket.h"
 
 /* --share=NAME: one server for every caller with the same NAME (issue 23).
@@ -24,40 +25,44 @@
  * holder, which exits with its status. */
 struct share;
 
+/* --share=NAME: what this call does with the shared server. */
+enum share_action {
+        SHARE_ACTION_HOLD,   /* start it or attach to it, then hold it */
+        SHARE_ACTION_STATUS, /* --status */
+        SHARE_ACTION_STOP,   /* --stop */
+};
+
+struct share_options {
+        const char *name; /* --share=NAME; NULL without */
+        enum share_action action;
+        uint64_t linger_usec; /* --share-linger: after the last holder; UINT64_MAX: until --stop */
+};
+
 /* 1-64 letters, digits, '.', '_', '-', not starting with '.'. */
 bool share_name_is_valid(const char *name);
-
-/* What must be the same for two callers to share a server, as a command
- * line with one spelling per option ("-l 127.0.0.1:0 --ready-log='x' --
- * redis-server --port 0"): the sockets, COMMAND, its environment
- * options, readiness, restarts, supervision. Output options (--print,
- * --port-file, --port-fd, --format, -q, -v) and --share-linger are each
- * caller's own. Returns 0 or -ENOMEM. */
-int share_describe(const struct config *config, char **ret);
 
 enum share_role {
         SHARE_ROLE_HOLDER,     /* this process holds the share: share_hold() */
         SHARE_ROLE_SUPERVISOR, /* this process is the new detached supervisor: run the job */
 };
 
-/* Claim NAME or attach to the server that holds it. The first caller
- * forks the supervisor: share_enter() returns in both, with the role of
- * each. Logs its errors; returns the role or -errno. */
-int share_enter(const struct config *config, struct share **ret);
+/* Claim NAME or attach to the server that holds it. description (copied)
+ * is what two callers must agree on, as one canonical text (the
+ * supervisor's config_describe()): a holder whose text is not the
+ * server's is refused. The first caller forks the supervisor:
+ * share_enter() returns in both, with the role of each. Logs its errors;
+ * returns the role or -errno. */
+int share_enter(const struct share_options *options, const char *description, struct share **ret);
 
-/* The holder: publish the server's addresses in this caller's output
+/* The holder: publish the server's addresses with this caller's publish
  * options once it is ready, then hold it until the caller's parent dies,
  * stdin (a pipe or socket) hangs up, or SIGTERM/SIGINT/SIGHUP: then 0.
  * A server that ends first is this call's end too: its exit status.
  * Returns prebind's exit status. */
-int share_hold(struct share *share, const struct config *config);
+int share_hold(struct share *share, const struct publish_options *publish);
 
 /* --share=NAME --status and --stop. Returns prebind's exit status. */
-int share_query(const struct config *config);
-
-/* In the supervisor: the config the job runs with (the holders publish,
- * and the supervisor outlives its first caller). */
-struct config share_supervisor_config(const struct config *config);
+int share_query(const struct share_options *options);
 
 /* The supervisor's side, for the supervisor: serve the socket on the
  * loop; stop() is called once no holder is left after --share-linger, or

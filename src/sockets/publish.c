@@ -137,54 +137,54 @@ static int texts_get(struct texts *t, enum output_format format, const char **re
         return 0;
 }
 
-static int publish_outputs(const struct config *config, struct texts *t, struct guard *guard,
+static int publish_outputs(const struct publish_options *options, struct texts *t, struct guard *guard,
                            struct publication *ret) {
         const char *text;
         int r;
 
-        if (config->port_fd >= 0) {
-                if ((r = texts_get(t, config->format, &text)) < 0)
+        if (options->port_fd >= 0) {
+                if ((r = texts_get(t, options->format, &text)) < 0)
                         return r;
-                r = write_all(config->port_fd, text, strlen(text));
+                r = write_all(options->port_fd, text, strlen(text));
                 /* COMMAND never sees this fd, and the reader gets EOF now. */
-                close(config->port_fd);
+                close(options->port_fd);
                 if (r < 0)
-                        return log_error_errno(r, "cannot write to --port-fd=%d: %m", config->port_fd);
+                        return log_error_errno(r, "cannot write to --port-fd=%d: %m", options->port_fd);
         }
-        if (config->print) {
-                if ((r = texts_get(t, config->print_format, &text)) < 0)
+        if (options->print) {
+                if ((r = texts_get(t, options->print_format, &text)) < 0)
                         return r;
                 r = write_all(STDOUT_FILENO, text, strlen(text));
                 if (r < 0)
                         return log_error_errno(r, "cannot write the addresses to stdout: %m");
         }
-        if (config->port_file) {
-                if ((r = texts_get(t, config->format, &text)) < 0)
+        if (options->port_file) {
+                if ((r = texts_get(t, options->format, &text)) < 0)
                         return r;
-                r = write_file_atomic(config->port_file, text, guard, &ret->port_file_fd);
+                r = write_file_atomic(options->port_file, text, guard, &ret->port_file_fd);
                 if (r == -EEXIST)
                         return log_error_errno(r,
                                                "cannot write port file '%s': it exists and is not a regular "
                                                "file (left alone)",
-                                               config->port_file);
+                                               options->port_file);
                 if (r < 0)
-                        return log_error_errno(r, "cannot write port file '%s': %m", config->port_file);
-                ret->port_file = config->port_file;
+                        return log_error_errno(r, "cannot write port file '%s': %m", options->port_file);
+                ret->port_file = options->port_file;
         }
         return 0;
 }
 
-int publish_addresses(const struct config *config, const struct bound_socket *sockets, size_t n, pid_t pid,
+int publish_addresses(const struct publish_options *options, const struct bound_socket *sockets, size_t n, pid_t pid,
                       pid_t child_pid, struct guard *guard, struct publication *ret) {
         struct texts t = { .sockets = sockets, .n = n, .pid = pid, .child_pid = child_pid };
         int r;
 
         *ret = (struct publication) { .port_file = NULL, .port_file_fd = -1 };
-        if (!config->print && !config->port_file && config->port_fd < 0) {
+        if (!options->print && !options->port_file && options->port_fd < 0) {
                 log_addresses(sockets, n);
                 return 0;
         }
-        r = publish_outputs(config, &t, guard, ret);
+        r = publish_outputs(options, &t, guard, ret);
         for (int f = 0; f < _FORMAT_MAX; f++)
                 free(t.text[f]);
         return r;

@@ -4,10 +4,20 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "config.h"
+#include "format.h"
 #include "socket.h"
 
 struct guard;
+
+/* Where the addresses go, and in which format: --print, --port-file,
+ * --port-fd, --format. */
+struct publish_options {
+        enum output_format format; /* --port-file's and --port-fd's */
+        bool print;
+        enum output_format print_format; /* --print=FORMAT; --format without */
+        const char *port_file;
+        int port_fd; /* -1: none; closed by publish_addresses(), once it has been written */
+};
 
 /* What prebind published and must take back when it exits. */
 struct publication {
@@ -15,12 +25,12 @@ struct publication {
         int port_file_fd;      /* held open: see publication_withdraw() */
 };
 
-/* Write the addresses everywhere the config asks (--port-fd, --print,
- * --port-file), or log them on stderr if it asks for none. The guard (or
+/* Write the addresses everywhere the options ask (--port-fd, --print,
+ * --port-file), or log them on stderr if they ask for none. The guard (or
  * NULL) hears of the port file's names before they exist (guard.h). Logs
  * its own errors (with the output that failed) and returns a negative
  * errno. */
-int publish_addresses(const struct config *config, const struct bound_socket *sockets, size_t n, pid_t pid,
+int publish_addresses(const struct publish_options *options, const struct bound_socket *sockets, size_t n, pid_t pid,
                       pid_t child_pid, struct guard *guard, struct publication *ret);
 
 /* Remove the port file, if it is still the one prebind wrote. */

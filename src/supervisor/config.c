@@ -343,8 +343,8 @@ static int parse_restart_limit(struct config *c, const char *arg) {
 /* --ready=TIMEOUT and --ready-timeout=TIMEOUT: one timeout for all. */
 static int parse_ready_timeout(struct config *c, const char *option, const char *arg) {
         if (strcmp(arg, "infinity") == 0)
-                c->ready_timeout_usec = 0;
-        else if (parse_duration(arg, &c->ready_timeout_usec) < 0 || c->ready_timeout_usec == 0)
+                c->ready.timeout_usec = 0;
+        else if (parse_duration(arg, &c->ready.timeout_usec) < 0 || c->ready.timeout_usec == 0)
                 return usage_error(option, arg, "expected a duration such as 30s, or infinity");
         return 0;
 }
@@ -377,16 +377,16 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return 0;
         }
         case ARG_PRINT:
-                c->print = true;
+                c->publish.print = true;
                 if (arg) {
                         *print_format_set = true;
-                        return parse_format("--print", arg, &c->print_format);
+                        return parse_format("--print", arg, &c->publish.print_format);
                 }
                 return 0;
         case ARG_PORT_FILE:
                 if (!*arg)
                         return usage_error("--port-file", arg, "empty path");
-                c->port_file = arg;
+                c->publish.port_file = arg;
                 return 0;
         case ARG_PORT_FD:
                 if (parse_uint(arg, 0, INT32_MAX, &n) < 0)
@@ -395,10 +395,10 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                         return usage_error("--port-fd", arg, "use --print for stdout; fds 0-2 are COMMAND's");
                 if (fcntl((int) n, F_GETFD) < 0)
                         return usage_error("--port-fd", arg, "not an open file descriptor");
-                c->port_fd = (int) n;
+                c->publish.port_fd = (int) n;
                 return 0;
         case ARG_FORMAT:
-                return parse_format("--format", arg, &c->format);
+                return parse_format("--format", arg, &c->publish.format);
         case 'E':
                 return add_setenv(c, arg);
         case ARG_SUBST:
@@ -408,26 +408,26 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 c->exec = true;
                 return 0;
         case ARG_READY:
-                c->ready = true;
+                c->ready.notify = true;
                 return arg ? parse_ready_timeout(c, "--ready", arg) : 0;
         case ARG_READY_TIMEOUT:
                 return parse_ready_timeout(c, "--ready-timeout", arg);
         case ARG_READY_LOG:
                 if (!*arg)
                         return usage_error("--ready-log", arg, "empty regular expression (it would match any line)");
-                c->ready_log = arg;
+                c->ready.log = arg;
                 return 0;
         case ARG_READY_EXEC:
                 if (!*arg)
                         return usage_error("--ready-exec", arg, "empty command");
-                c->ready_exec = arg;
+                c->ready.exec = arg;
                 return 0;
         case ARG_READY_HTTP:
-                c->ready_http = true;
-                c->ready_http_path = arg ? arg : "/";
+                c->ready.http = true;
+                c->ready.http_path = arg ? arg : "/";
                 return 0;
         case ARG_READY_INTERVAL:
-                if (parse_duration(arg, &c->ready_interval_usec) < 0 || c->ready_interval_usec == 0)
+                if (parse_duration(arg, &c->ready.interval_usec) < 0 || c->ready.interval_usec == 0)
                         return usage_error("--ready-interval", arg, "expected a duration such as 100ms or 1s");
                 return 0;
         case ARG_INTERCEPT:
@@ -526,20 +526,20 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                         return usage_error("--share", arg,
                                            "expected a name of 1-64 letters, digits, '.', '_' or "
                                            "'-', not starting with '.'");
-                c->share = arg;
+                c->share.name = arg;
                 return 0;
         case ARG_SHARE_LINGER:
                 if (strcmp(arg, "infinity") == 0)
-                        c->share_linger_usec = UINT64_MAX;
-                else if (parse_duration(arg, &c->share_linger_usec) < 0)
+                        c->share.linger_usec = UINT64_MAX;
+                else if (parse_duration(arg, &c->share.linger_usec) < 0)
                         return usage_error("--share-linger", arg, "expected a duration such as 1s, or infinity");
                 c->share_linger_set = true;
                 return 0;
         case ARG_STATUS:
-                c->share_action = SHARE_ACTION_STATUS;
+                c->share.action = SHARE_ACTION_STATUS;
                 return 0;
         case ARG_STOP:
-                c->share_action = SHARE_ACTION_STOP;
+                c->share.action = SHARE_ACTION_STOP;
                 return 0;
         case 'q':
                 log_set_level(LOG_LEVEL_ERROR);
@@ -589,11 +589,11 @@ static int check_conflicts(const struct config *c) {
                                    "or forward)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
-        if (c->share && (c->exec || c->accept || c->inetd))
+        if (c->share.name && (c->exec || c->accept || c->inetd))
                 return usage_error(NULL, NULL,
                                    "--share needs one supervised COMMAND that no caller owns: it cannot "
                                    "be combined with --exec, --accept or --inetd");
-        if (c->share_linger_set && !c->share)
+        if (c->share_linger_set && !c->share.name)
                 return usage_error(NULL, NULL, "--share-linger needs --share=NAME");
         if (c->netns && (c->exec || c->accept))
                 return usage_error(NULL, NULL,
@@ -621,17 +621,15 @@ static int check_conflicts(const struct config *c) {
 int config_parse_argv(int argc, char *argv[], struct config *ret) {
         _cleanup_(config_done) struct config c = {
                 .socket_options = { .backlog = SOMAXCONN, .socket_mode = 0666 },
-                .format = FORMAT_PORT,
-                .port_fd = -1,
-                .ready_timeout_usec = 90 * USEC_PER_SEC,
-                .ready_interval_usec = 100 * 1000, /* testcontainers' poll */
+                .publish = { .format = FORMAT_PORT, .port_fd = -1 },
+                .ready = { .timeout_usec = 90 * USEC_PER_SEC, .interval_usec = 100 * 1000 /* testcontainers' poll */ },
                 /* systemd's RestartSec=, StartLimitBurst= and
                  * StartLimitIntervalSec= defaults, and MaxConnections=. */
                 .restart_delay_usec = 100 * 1000,
                 .restart_burst = 5,
                 .restart_interval_usec = 10 * USEC_PER_SEC,
                 .max_connections = 64,
-                .share_linger_usec = 1 * USEC_PER_SEC,
+                .share = { .linger_usec = 1 * USEC_PER_SEC },
                 .watch_ignore_defaults = true,
                 .watch_delay_usec = 100 * 1000,
         };
@@ -669,8 +667,8 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                         return r;
         }
 
-        if (c.share_action != SHARE_ACTION_HOLD) {
-                if (!c.share)
+        if (c.share.action != SHARE_ACTION_HOLD) {
+                if (!c.share.name)
                         return usage_error(NULL, NULL, "--status and --stop need --share=NAME");
                 if (optind < argc)
                         return usage_error(NULL, NULL, "--share=NAME --status or --stop takes no COMMAND");
@@ -690,7 +688,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                                    "--group, --kill-after, --die-with-parent, --no-die-with-supervisor, "
                                    "--subreaper or --success-status");
         if (!print_format_set)
-                c.print_format = c.format;
+                c.publish.print_format = c.publish.format;
         r = check_conflicts(&c);
         if (r < 0)
                 return r;

@@ -9,6 +9,9 @@
 
 #include "address.h"
 #include "format.h"
+#include "publish.h"
+#include "ready.h"
+#include "share.h"
 #include "socket.h"
 
 /* --intercept=[NAME=]PORT: COMMAND's own bind() of PORT gets socket NAME. */
@@ -24,13 +27,6 @@ enum intercept_via {
         INTERCEPT_VIA_SECCOMP, /* seccomp user notification (intercept/seccomp.c) */
         INTERCEPT_VIA_PRELOAD, /* the LD_PRELOAD interposer (intercept/preload.c, interpose.c) */
         INTERCEPT_VIA_FORWARD, /* --netns only: connections spliced to PORT inside (netns/forward.c) */
-};
-
-/* --share=NAME: what this call does with the shared server. */
-enum share_action {
-        SHARE_ACTION_HOLD,   /* start it or attach to it, then hold it */
-        SHARE_ACTION_STATUS, /* --status */
-        SHARE_ACTION_STOP,   /* --stop */
 };
 
 enum restart_mode {
@@ -52,7 +48,8 @@ enum reload_mode {
 
 /* Everything the command line asked for: parsed once, then read-only
  * (the fd that --port-fd names is closed by publish_addresses(), once it
- * has been written). */
+ * has been written). A subsystem's options are a struct of its own here,
+ * defined in its header. */
 struct config {
         struct listen_spec *listens;
         size_t n_listens;
@@ -60,24 +57,14 @@ struct config {
 
         struct socket_options socket_options; /* --backlog, --reuseport, --v6only, --socket-mode */
 
-        enum output_format format;
-        bool print;
-        enum output_format print_format;
-        const char *port_file;
-        int port_fd; /* -1: none */
+        struct publish_options publish; /* --print, --port-file, --port-fd, --format */
 
         char **setenv; /* raw "NAME[=VALUE]" arguments of -E */
         size_t n_setenv;
         bool subst;
 
         bool exec;
-        bool ready;                  /* --ready: publish after COMMAND's READY=1 */
-        uint64_t ready_timeout_usec; /* --ready=, --ready-timeout= (and --intercept's); 0: wait forever */
-        const char *ready_log;       /* --ready-log=REGEX */
-        const char *ready_exec;      /* --ready-exec=COMMAND, templates unexpanded */
-        bool ready_http;             /* --ready-http[=PATH] */
-        const char *ready_http_path;
-        uint64_t ready_interval_usec; /* between two probes */
+        struct readiness_options ready; /* --ready, --ready-*: publish once COMMAND is ready */
         enum restart_mode restart;
         bool restart_set; /* --restart given: SIGHUP restarts COMMAND */
         uint64_t restart_delay_usec;
@@ -104,17 +91,15 @@ struct config {
         bool subreaper;
         bool success_status[256];   /* exit statuses reported as 0 */
         bool netns;                 /* COMMAND in a new network namespace; --intercept forwards into it */
-        const char *share;          /* --share=NAME; NULL without */
-        uint64_t share_linger_usec; /* after the last holder; UINT64_MAX: until --stop */
+        struct share_options share; /* --share=NAME, --share-linger, --status, --stop */
         bool share_linger_set;
-        enum share_action share_action;
         char **command; /* points into argv; NULL-terminated */
 };
 
 /* prebind publishes only once COMMAND is ready: --ready or a --ready-*
  * condition. */
 static inline bool config_waits_ready(const struct config *c) {
-        return c->ready || c->ready_log || c->ready_exec || c->ready_http;
+        return readiness_options_wait(&c->ready);
 }
 
 /* The kernel's parent-death signal for COMMAND (and each --accept
@@ -129,6 +114,14 @@ static inline int config_death_signal(const struct config *c) {
 static inline bool config_reloads(const struct config *c) {
         return c->restart_set || c->reload_set || c->n_watch > 0;
 }
+
+/* What must be the same for two callers to share a server (--share), as a
+ * command line with one spelling per option ("-l 127.0.0.1:0
+ * --ready-log='x' -- redis-server --port 0"): the sockets, COMMAND, its
+ * environment options, readiness, restarts, supervision. Output options
+ * (--print, --port-file, --port-fd, --format, -q, -v) and --share-linger
+ * are each caller's own. Returns 0 or -ENOMEM. */
+int config_describe(const struct config *config, char **ret);
 
 /* Returns 1 when there is work to do, 0 when --help or --version was
  * printed, or a negative errno after logging the problem (usage errors

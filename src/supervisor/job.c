@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "claiming.h"
 #include "compat.h"
 #include "exitcode.h"
 #include "format.h"
@@ -144,11 +145,11 @@ static int check_sockets(const struct job *job) {
          * one of the sockets prebind was passed (LISTEN_FDS, fds from 3)
          * would get the addresses written into it, be closed and yet be
          * published and passed on (issue 20). */
-        for (size_t i = 0; c->port_fd >= 0 && i < job->n_sockets; i++)
-                if (job->sockets[i].fd == c->port_fd) {
+        for (size_t i = 0; c->publish.port_fd >= 0 && i < job->n_sockets; i++)
+                if (job->sockets[i].fd == c->publish.port_fd) {
                         log_error("--port-fd=%d: fd %d is a socket passed to prebind (LISTEN_FDS, name '%s'), "
                                   "which prebind passes on: give --port-fd another fd",
-                                  c->port_fd, c->port_fd, job->sockets[i].name);
+                                  c->publish.port_fd, c->publish.port_fd, job->sockets[i].name);
                         return -EINVAL;
                 }
         for (size_t i = 0; c->accept && i < job->n_sockets; i++) {
@@ -254,8 +255,9 @@ static int setup_netns(struct job *job) {
 
 /* Readiness conditions, and COMMAND's NOTIFY_SOCKET for --ready. */
 static int setup_readiness(struct job *job) {
+        const struct config *c = job->config;
         const char *entry;
-        int r = readiness_new(job->config, &job->readiness);
+        int r = readiness_new(&c->ready, c->command[0], &job->readiness);
 
         if (r < 0)
                 return log_error_errno(r, "cannot create the notification socket: %m");
@@ -336,7 +338,7 @@ static int setup_seccomp(struct job *job, const struct broker_target *targets, u
 
         if (r < 0)
                 return log_error_errno(r, "--intercept: cannot prepare the seccomp filter: %m");
-        readiness_add_seccomp(job->readiness, job->seccomp);
+        readiness_add_claims(job->readiness, &seccomp_claims_ops, job->seccomp);
         log_debug("--intercept: COMMAND's bind() calls come to prebind through seccomp user notification");
         return 0;
 }
@@ -388,7 +390,7 @@ static int setup_preload(struct job *job, const struct broker_target *targets, c
         r = broker_open(targets, c->n_intercepts, &broker);
         if (r < 0)
                 return log_error_errno(r, "--intercept: cannot open the broker socket: %m");
-        readiness_add_broker(job->readiness, broker);
+        readiness_add_claims(job->readiness, &broker_claims_ops, broker);
         if (!(job->setenv[job->n_setenv++] = strdup(broker_env_address(broker))) ||
             !(job->setenv[job->n_setenv++] = strdup(broker_env_ports(broker))))
                 return log_oom();
@@ -422,7 +424,7 @@ static int setup_forward(struct job *job, const struct broker_target *targets, c
                 while (job->sockets[forwards[k].socket].fd != targets[k].fd)
                         forwards[k].socket++;
         }
-        r = netns_job_forward(job->netns, forwards, c->n_intercepts, c->max_connections, c->ready_timeout_usec);
+        r = netns_job_forward(job->netns, forwards, c->n_intercepts, c->max_connections, c->ready.timeout_usec);
         if (r < 0)
                 return r;
         readiness_add_ports(job->readiness);
@@ -554,7 +556,7 @@ int job_publish(struct job *job, pid_t child_pid) {
                 notify_manager("READY=1");
                 return 0;
         }
-        r = publish_addresses(job->config, job->sockets, job->n_sockets, getpid(), child_pid, job->guard,
+        r = publish_addresses(&job->config->publish, job->sockets, job->n_sockets, getpid(), child_pid, job->guard,
                               &job->publication);
         if (r < 0)
                 return r;

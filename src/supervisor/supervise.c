@@ -254,11 +254,17 @@ static int publish(struct supervisor *s, pid_t pid) {
 /* --netns: a new namespace for each COMMAND, and its notification socket
  * made there (abstract unix names are per network namespace). */
 static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
+        struct netns_join join;
         int r, fd;
 
-        r = netns_job_prepare(s->job->netns, plan);
-        if (r < 0 || !s->config->ready)
+        r = netns_job_prepare(s->job->netns, &join);
+        if (r < 0)
                 return r;
+        plan->join_netns = true;
+        plan->net_fd = join.net_fd;
+        plan->user_fd = join.user_fd;
+        if (!s->config->ready.notify)
+                return 0;
         r = netns_job_socket(s->job->netns, AF_UNIX, SOCK_DGRAM, &fd);
         if (r >= 0)
                 r = readiness_move_notify(s->job->readiness, fd);
@@ -335,7 +341,7 @@ static void log_not_ready(struct supervisor *s) {
 
         log_error("'%s' %s within %.1fs; stopping it", command_name(s),
                   readiness_describe_unmet(s->job->readiness, unmet, sizeof unmet),
-                  (double) s->config->ready_timeout_usec / USEC_PER_SEC);
+                  (double) s->config->ready.timeout_usec / USEC_PER_SEC);
         readiness_log_details(s->job->readiness);
 }
 

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "broker.h"
-#include "config.h"
+#include "claiming.h"
 #include "loop.h"
 #include "ready.h"
 #include "intercept/match.h"
@@ -615,8 +615,7 @@ static void on_readiness(enum readiness_event event, void *userdata) {
  * gone and heard (bounded). */
 static struct readiness_calls run_with_readiness(const char *scenario, uint64_t timeout_usec, char *why,
                                                  size_t why_size) {
-        static char *command[] = { (char *) "intercept-client", NULL };
-        struct config config = { .port_fd = -1, .ready_timeout_usec = timeout_usec, .command = command };
+        struct readiness_options options = { .timeout_usec = timeout_usec };
         struct broker_target targets[] = {
                 { .port = WANTED, .type = SOCK_STREAM, .fd = fx.tcp, .name = "http" },
                 { .port = WANTED, .type = SOCK_DGRAM, .fd = fx.udp, .name = "dns" },
@@ -630,10 +629,10 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
         pid_t pid;
 
         ck_assert_int_eq(loop_new(&loop), 0);
-        ck_assert_int_eq(readiness_new(&config, &r), 0);
+        ck_assert_int_eq(readiness_new(&options, "intercept-client", &r), 0);
         ck_assert(!readiness_needed(r));
         ck_assert_int_eq(broker_open(targets, 2, &broker), 0);
-        readiness_add_broker(r, broker);
+        readiness_add_claims(r, &broker_claims_ops, broker);
         ck_assert(readiness_needed(r));
         ck_assert_int_eq(readiness_attach(r, loop, on_readiness, &calls), 0);
         pid = spawn_client(broker, scenario, true);

@@ -149,8 +149,10 @@ static void server(struct intercept_seccomp *s, unsigned short ours) {
         _exit(0);
 }
 
-static void answered(int r, void *userdata) {
-        ck_assert_int_eq(r, 0);
+/* A failed answer is logged by the listener; the child's checks of
+ * what each bind returned say whether it was right. */
+static void answered(void *userdata) {
+        (*(unsigned *) userdata)++;
 }
 
 /* Both ways: with the kernel's killable wait where it has one, and
@@ -160,7 +162,7 @@ START_TEST(test_whole_path) {
         struct broker_target target;
         struct timespec start, now;
         struct loop *loop;
-        unsigned flags = 0;
+        unsigned flags = 0, n_answered = 0;
         int listening, status = -1;
         unsigned short ours;
         pid_t pid;
@@ -176,7 +178,7 @@ START_TEST(test_whole_path) {
         target = (struct broker_target) { .port = PORT, .type = SOCK_STREAM, .fd = listening, .name = "t" };
         ck_assert_int_eq(intercept_seccomp_new(&target, 1, flags, &s), 0);
         ck_assert_int_eq(loop_new(&loop), 0);
-        ck_assert_int_eq(intercept_seccomp_attach(s, loop, answered, NULL), 0);
+        ck_assert_int_eq(intercept_seccomp_attach(s, loop, answered, &n_answered), 0);
         pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0)
@@ -201,6 +203,7 @@ START_TEST(test_whole_path) {
         ck_assert(WIFEXITED(status));
         ck_assert_int_eq(WEXITSTATUS(status), 0);
         ck_assert(intercept_seccomp_all_claimed(s));
+        ck_assert_uint_gt(n_answered, 0);
         intercept_seccomp_free(s);
         loop_free(loop);
         close(listening);

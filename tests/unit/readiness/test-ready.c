@@ -21,7 +21,7 @@
 #include "ready.h"
 #include "unit.h"
 
-static char *command[] = { (char *) "server", NULL };
+static const char command[] = "server";
 
 struct calls {
         int met;
@@ -37,24 +37,22 @@ static void on_readiness(enum readiness_event event, void *userdata) {
                 c->timed_out++;
 }
 
-static struct config config_of(bool ready, uint64_t timeout_usec) {
-        return (struct config) {
-                .port_fd = -1, .ready = ready, .ready_timeout_usec = timeout_usec, .command = command
-        };
+static struct readiness_options options_of(bool ready, uint64_t timeout_usec) {
+        return (struct readiness_options) { .notify = ready, .timeout_usec = timeout_usec };
 }
 
 /* A readiness on a loop, with its callback counting into *calls. */
 struct fixture {
-        struct config config;
+        struct readiness_options options;
         struct loop *loop;
         struct readiness *r;
         struct calls calls;
 };
 
 static void fixture_init(struct fixture *f, bool ready, uint64_t timeout_usec) {
-        *f = (struct fixture) { .config = config_of(ready, timeout_usec) };
+        *f = (struct fixture) { .options = options_of(ready, timeout_usec) };
         ck_assert_int_eq(loop_new(&f->loop), 0);
-        ck_assert_int_eq(readiness_new(&f->config, &f->r), 0);
+        ck_assert_int_eq(readiness_new(&f->options, command, &f->r), 0);
         ck_assert_int_eq(readiness_attach(f->r, f->loop, on_readiness, &f->calls), 0);
 }
 
@@ -116,14 +114,14 @@ END_TEST
 /* ---- with --ready-log too --------------------------------------------------- */
 
 START_TEST(test_log_and_notify_both_wanted) {
-        struct fixture f = { .config = config_of(true, 0) };
+        struct fixture f = { .options = options_of(true, 0) };
         char buf[256];
         int out = -1, err = -1;
 
-        f.config.ready_log = "^up$";
-        f.config.ready_interval_usec = 100000;
+        f.options.log = "^up$";
+        f.options.interval_usec = 100000;
         ck_assert_int_eq(loop_new(&f.loop), 0);
-        ck_assert_int_eq(readiness_new(&f.config, &f.r), 0);
+        ck_assert_int_eq(readiness_new(&f.options, command, &f.r), 0);
         ck_assert_int_eq(readiness_add_probes(f.r, NULL, 0, NULL, 0), 0);
         ck_assert_int_eq(readiness_attach(f.r, f.loop, on_readiness, &f.calls), 0);
         readiness_child_output(f.r, &out, &err);
@@ -329,10 +327,10 @@ START_TEST(test_no_timeout_waits) {
 END_TEST
 
 START_TEST(test_free_without_attach) {
-        struct config c = config_of(true, 1000);
+        struct readiness_options o = options_of(true, 1000);
         struct readiness *r = NULL;
 
-        ck_assert_int_eq(readiness_new(&c, &r), 0);
+        ck_assert_int_eq(readiness_new(&o, command, &r), 0);
         readiness_free(r);
         readiness_free(NULL);
 }

@@ -1,14 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* --share (src/share): the names it accepts, and the canonical
- * description two callers must agree on (share_describe()), from real
- * command lines through config_parse_argv(). */
+/* --share (src/share): the names it accepts. The description two callers
+ * must agree on is the supervisor's (tests/unit/supervisor/test-describe.c). */
 #include <check.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "config.h"
 #include "share.h"
 #include "unit.h"
 
@@ -30,103 +25,11 @@ START_TEST(test_names) {
 }
 END_TEST
 
-/* The description of argv (a NULL-terminated list), freed by the caller. */
-static char *describe(const char *const *args) {
-        char *argv[32];
-        int argc = 0;
-        struct config c;
-        char *text = NULL;
-
-        argv[argc++] = (char *) "prebind";
-        for (; *args; args++)
-                argv[argc++] = (char *) *args;
-        argv[argc] = NULL;
-        ck_assert_int_eq(config_parse_argv(argc, argv, &c), 1);
-        ck_assert_int_eq(share_describe(&c, &text), 0);
-        config_done(&c);
-        return text;
-}
-
-#define DESCRIBE(...) describe((const char *const[]) { __VA_ARGS__, NULL })
-
-static void check_same(char *a, char *b) {
-        ck_assert_str_eq(a, b);
-        free(a);
-        free(b);
-}
-
-static void check_differ(char *a, char *b) {
-        ck_assert_str_ne(a, b);
-        free(a);
-        free(b);
-}
-
-START_TEST(test_description_spells_each_option_once) {
-        char *d = DESCRIBE("--share=x", "--", "redis-server", "--port", "0");
-
-        ck_assert_str_eq(d, "-- redis-server --port 0");
-        free(d);
-        d = DESCRIBE("--share=x", "-l", "web=0", "-l", "udp:[::1]:53", "--ready-log=Ready to", "-E", "A={port}",
-                     "--kill-after=2s", "--", "srv", "");
-        ck_assert_str_eq(d, "--listen=web=127.0.0.1:0 --listen=udp:[::1]:53 --setenv=A={port} "
-                            "'--ready-log=Ready to' --ready-timeout=90000ms --kill-after=2000ms -- srv ''");
-        free(d);
-        d = DESCRIBE("--share=x", "-E", "Q=it's", "--", "sh", "-c", "echo 'hi'");
-        ck_assert_str_eq(d, "'--setenv=Q=it'\\''s' -- sh -c 'echo '\\''hi'\\'''");
-        free(d);
-}
-END_TEST
-
-START_TEST(test_description_ignores_each_callers_own_options) {
-        /* Output options, verbosity, --share-linger, --die-with-parent
-         * and the spelling of an address or a duration are not the
-         * server's. */
-        check_same(DESCRIBE("--share=x", "--", "srv"),
-                   DESCRIBE("--share=y", "--print=json", "--port-file=/tmp/p", "--format=url", "-q",
-                            "--share-linger=infinity", "--die-with-parent", "--", "srv"));
-        check_same(DESCRIBE("--share=x", "-l", "0", "--", "srv"),
-                   DESCRIBE("--share=x", "--listen=tcp:127.0.0.1:0", "--", "srv"));
-        check_same(DESCRIBE("--share=x", "--ready", "--ready-timeout=1m", "--", "srv"),
-                   DESCRIBE("--share=x", "--ready=60s", "--", "srv"));
-        check_same(DESCRIBE("--share=x", "--kill-after=1500ms", "--", "srv"),
-                   DESCRIBE("--share=x", "--kill-after=1.5", "--", "srv"));
-}
-END_TEST
-
-START_TEST(test_description_tells_servers_apart) {
-        check_differ(DESCRIBE("--share=x", "--", "srv", "a"), DESCRIBE("--share=x", "--", "srv", "b"));
-        check_differ(DESCRIBE("--share=x", "--", "srv", "a b"), DESCRIBE("--share=x", "--", "srv", "a", "b"));
-        check_differ(DESCRIBE("--share=x", "-l", "1234", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "-l", "0", "--", "srv"), DESCRIBE("--share=x", "-l", "udp:0", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "-E", "A=1", "--", "srv"), DESCRIBE("--share=x", "-E", "A=2", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "--intercept=80", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "--ready-log=a", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "--restart=always", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "--group", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "--success-status=143", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "--subst", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
-        /* Templates as written (once all described as port 0). */
-        check_differ(DESCRIBE("--share=x", "--subst", "--intercept={port}", "--", "srv"),
-                     DESCRIBE("--share=x", "--subst", "--intercept={1.port}", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "--intercept=80", "--", "srv"),
-                     DESCRIBE("--share=x", "--intercept-via=seccomp", "--intercept=80", "--", "srv"));
-        check_differ(DESCRIBE("--share=x", "--netns", "--intercept=80", "--", "srv"),
-                     DESCRIBE("--share=x", "--netns", "--intercept-via=forward", "--intercept=80", "--", "srv"));
-        check_same(DESCRIBE("--share=x", "--intercept-via=auto", "--intercept=80", "--", "srv"),
-                   DESCRIBE("--share=x", "--intercept=80", "--", "srv"));
-}
-END_TEST
-
 int main(void) {
         Suite *s = suite_create("share");
         TCase *names = tcase_create("names");
-        TCase *description = tcase_create("description");
 
         tcase_add_test(names, test_names);
-        tcase_add_test(description, test_description_spells_each_option_once);
-        tcase_add_test(description, test_description_ignores_each_callers_own_options);
-        tcase_add_test(description, test_description_tells_servers_apart);
         suite_add_tcase(s, names);
-        suite_add_tcase(s, description);
         return unit_run(s);
 }

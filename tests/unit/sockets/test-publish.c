@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Publication (publish.c): the atomic port file (content, mode, what it
  * refuses to replace, no temporary file left behind on failure), the
- * addresses written to --port-fd, stdout and --port-file from a config
+ * addresses written to --port-fd, stdout and --port-file from options
  * built here, and the withdrawal that removes only prebind's own file.
  * Everything in a temporary directory; each test in its own process. */
 #include <check.h>
@@ -233,8 +233,8 @@ static void publish_setup(void) {
         make_sockets();
 }
 
-static struct config config_none(void) {
-        return (struct config) { .port_fd = -1, .format = FORMAT_PORT, .print_format = FORMAT_ADDR };
+static struct publish_options options_none(void) {
+        return (struct publish_options) { .port_fd = -1, .format = FORMAT_PORT, .print_format = FORMAT_ADDR };
 }
 
 static const char *read_all(int fd) {
@@ -249,7 +249,7 @@ static const char *read_all(int fd) {
 }
 
 START_TEST(test_publish_nowhere_logs_and_holds_nothing) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p = { .port_file = "x", .port_file_fd = 99 };
 
         ck_assert_int_eq(publish_addresses(&c, sockets, 2, 100, 101, NULL, &p), 0);
@@ -261,7 +261,7 @@ START_TEST(test_publish_nowhere_logs_and_holds_nothing) {
 END_TEST
 
 START_TEST(test_publish_to_port_fd_then_eof) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
         int pipefd[2];
 
@@ -277,7 +277,7 @@ START_TEST(test_publish_to_port_fd_then_eof) {
 END_TEST
 
 START_TEST(test_publish_port_fd_in_json) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
         int pipefd[2];
         const char *text;
@@ -296,7 +296,7 @@ START_TEST(test_publish_port_fd_in_json) {
 END_TEST
 
 START_TEST(test_publish_port_fd_write_error) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
         int pipefd[2];
 
@@ -315,7 +315,7 @@ START_TEST(test_publish_port_fd_write_error) {
 END_TEST
 
 START_TEST(test_publish_to_stdout) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
         int pipefd[2], saved = dup(STDOUT_FILENO);
 
@@ -335,7 +335,7 @@ START_TEST(test_publish_to_stdout) {
 END_TEST
 
 START_TEST(test_publish_port_file_and_withdraw) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
         const char *path = unit_path("port");
         struct stat st;
@@ -357,7 +357,7 @@ START_TEST(test_publish_port_file_and_withdraw) {
 END_TEST
 
 START_TEST(test_publish_everywhere_at_once) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
         int pipefd[2], out[2], saved = dup(STDOUT_FILENO);
 
@@ -384,7 +384,7 @@ START_TEST(test_publish_everywhere_at_once) {
 END_TEST
 
 START_TEST(test_publish_port_file_not_regular) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
 
         c.port_file = unit_path("dir");
@@ -399,7 +399,7 @@ START_TEST(test_publish_port_file_not_regular) {
 END_TEST
 
 START_TEST(test_withdraw_leaves_a_replaced_file) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
         const char *path = unit_path("port"), *other = unit_path("other");
 
@@ -415,7 +415,7 @@ START_TEST(test_withdraw_leaves_a_replaced_file) {
 END_TEST
 
 START_TEST(test_withdraw_after_the_file_is_gone) {
-        struct config c = config_none();
+        struct publish_options c = options_none();
         struct publication p;
         const char *path = unit_path("port");
 

@@ -159,11 +159,11 @@ START_TEST(test_defaults) {
         ck_assert(!cfg.socket_options.reuseport);
         ck_assert(!cfg.socket_options.v6only);
         ck_assert_uint_eq(cfg.socket_options.socket_mode, 0666);
-        ck_assert_int_eq(cfg.format, FORMAT_PORT);
-        ck_assert(!cfg.print);
-        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
-        ck_assert_ptr_null(cfg.port_file);
-        ck_assert_int_eq(cfg.port_fd, -1);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_PORT);
+        ck_assert(!cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_PORT);
+        ck_assert_ptr_null(cfg.publish.port_file);
+        ck_assert_int_eq(cfg.publish.port_fd, -1);
         ck_assert_ptr_null(cfg.setenv);
         ck_assert_uint_eq(cfg.n_setenv, 0);
         ck_assert(!cfg.subst);
@@ -240,45 +240,45 @@ END_TEST
 
 START_TEST(test_print_format) {
         ck_assert_int_eq(parse(ARGV("prebind", "--print", "srv")), 1);
-        ck_assert(cfg.print);
-        ck_assert_int_eq(cfg.format, FORMAT_PORT);
-        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
+        ck_assert(cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_PORT);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_PORT);
 
         /* --print=FMT is for stdout only. */
         ck_assert_int_eq(parse(ARGV("prebind", "--print=json", "srv")), 1);
-        ck_assert(cfg.print);
-        ck_assert_int_eq(cfg.format, FORMAT_PORT);
-        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+        ck_assert(cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_PORT);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_JSON);
 
         /* --format is for every output… */
         ck_assert_int_eq(parse(ARGV("prebind", "--format=url", "srv")), 1);
-        ck_assert(!cfg.print);
-        ck_assert_int_eq(cfg.format, FORMAT_URL);
-        ck_assert_int_eq(cfg.print_format, FORMAT_URL);
+        ck_assert(!cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_URL);
 
         ck_assert_int_eq(parse(ARGV("prebind", "--print", "--format", "env", "srv")), 1);
-        ck_assert(cfg.print);
-        ck_assert_int_eq(cfg.format, FORMAT_ENV);
-        ck_assert_int_eq(cfg.print_format, FORMAT_ENV);
+        ck_assert(cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_ENV);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_ENV);
 
         /* …unless --print=FMT says otherwise, in either order. */
         ck_assert_int_eq(parse(ARGV("prebind", "--format=url", "--print=json", "srv")), 1);
-        ck_assert_int_eq(cfg.format, FORMAT_URL);
-        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_JSON);
         ck_assert_int_eq(parse(ARGV("prebind", "--print=json", "--format=url", "srv")), 1);
-        ck_assert_int_eq(cfg.format, FORMAT_URL);
-        ck_assert_int_eq(cfg.print_format, FORMAT_JSON);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_URL);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_JSON);
 
         /* The last --format wins. */
         ck_assert_int_eq(parse(ARGV("prebind", "--format=env", "--format=addr", "srv")), 1);
-        ck_assert_int_eq(cfg.format, FORMAT_ADDR);
-        ck_assert_int_eq(cfg.print_format, FORMAT_ADDR);
+        ck_assert_int_eq(cfg.publish.format, FORMAT_ADDR);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_ADDR);
 
         /* The optional argument must be attached: "--print json" prints
          * the port and runs json. */
         ck_assert_int_eq(parse(ARGV("prebind", "--print", "json")), 1);
-        ck_assert(cfg.print);
-        ck_assert_int_eq(cfg.print_format, FORMAT_PORT);
+        ck_assert(cfg.publish.print);
+        ck_assert_int_eq(cfg.publish.print_format, FORMAT_PORT);
         ck_assert_str_eq(cfg.command[0], "json");
 }
 END_TEST
@@ -523,9 +523,9 @@ END_TEST
 
 START_TEST(test_port_file) {
         ck_assert_int_eq(parse(ARGV("prebind", "--port-file=/tmp/port", "srv")), 1);
-        ck_assert_str_eq(cfg.port_file, "/tmp/port");
+        ck_assert_str_eq(cfg.publish.port_file, "/tmp/port");
         ck_assert_int_eq(parse(ARGV("prebind", "--port-file", "rel/port", "srv")), 1);
-        ck_assert_str_eq(cfg.port_file, "rel/port");
+        ck_assert_str_eq(cfg.publish.port_file, "rel/port");
         check_usage_error(ARGV("prebind", "--port-file=", "srv"),
                           "prebind: --port-file: '': empty path (see --help)\n");
 }
@@ -538,7 +538,7 @@ START_TEST(test_port_fd) {
         ck_assert_int_ge(fd, 3);
         snprintf(number, sizeof number, "%d", fd);
         ck_assert_int_eq(parse(ARGV("prebind", "--port-fd", number, "srv")), 1);
-        ck_assert_int_eq(cfg.port_fd, fd);
+        ck_assert_int_eq(cfg.publish.port_fd, fd);
         /* Parsing only checks the fd: it stays open. */
         ck_assert_int_ge(fcntl(fd, F_GETFD), 0);
         close(fd);
@@ -574,8 +574,8 @@ END_TEST
 
 START_TEST(test_lifecycle_defaults) {
         ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
-        ck_assert(!cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert(!cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 90 * USEC);
         ck_assert_int_eq(cfg.restart, RESTART_NO);
         ck_assert(!cfg.restart_set);
         /* systemd's RestartSec=100ms, StartLimitBurst=5, StartLimitIntervalSec=10s */
@@ -597,28 +597,28 @@ END_TEST
 
 START_TEST(test_ready) {
         ck_assert_int_eq(parse(ARGV("prebind", "--ready", "srv")), 1);
-        ck_assert(cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert(cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 90 * USEC);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=30s", "srv")), 1);
-        ck_assert(cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 30 * USEC);
+        ck_assert(cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 30 * USEC);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=1.5m", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 90 * USEC);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=250ms", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 250000);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 250000);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=2", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 2 * USEC);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 2 * USEC);
         /* infinity: no timeout at all. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=infinity", "srv")), 1);
-        ck_assert(cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 0);
+        ck_assert(cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 0);
         /* The last one wins. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=infinity", "--ready=5s", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 5 * USEC);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 5 * USEC);
         /* The optional argument must be attached: "--ready 30s" runs 30s. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready", "30s")), 1);
-        ck_assert(cfg.ready);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 90 * USEC);
+        ck_assert(cfg.ready.notify);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 90 * USEC);
         ck_assert_str_eq(cfg.command[0], "30s");
 }
 END_TEST
@@ -650,53 +650,53 @@ END_TEST
 START_TEST(test_ready_conditions) {
         ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
         ck_assert(!config_waits_ready(&cfg));
-        ck_assert_ptr_null(cfg.ready_log);
-        ck_assert_ptr_null(cfg.ready_exec);
-        ck_assert(!cfg.ready_http);
-        ck_assert_uint_eq(cfg.ready_interval_usec, 100000);
+        ck_assert_ptr_null(cfg.ready.log);
+        ck_assert_ptr_null(cfg.ready.exec);
+        ck_assert(!cfg.ready.http);
+        ck_assert_uint_eq(cfg.ready.interval_usec, 100000);
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-log=ready to accept", "srv")), 1);
-        ck_assert_str_eq(cfg.ready_log, "ready to accept");
+        ck_assert_str_eq(cfg.ready.log, "ready to accept");
         ck_assert(config_waits_ready(&cfg));
-        ck_assert(!cfg.ready);
+        ck_assert(!cfg.ready.notify);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-log", "^x$", "srv")), 1);
-        ck_assert_str_eq(cfg.ready_log, "^x$");
+        ck_assert_str_eq(cfg.ready.log, "^x$");
         ck_assert_str_eq(cfg.command[0], "srv");
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-exec=redis-cli -p {port} ping", "srv")), 1);
-        ck_assert_str_eq(cfg.ready_exec, "redis-cli -p {port} ping");
+        ck_assert_str_eq(cfg.ready.exec, "redis-cli -p {port} ping");
         ck_assert(config_waits_ready(&cfg));
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http", "srv")), 1);
-        ck_assert(cfg.ready_http);
-        ck_assert_str_eq(cfg.ready_http_path, "/");
+        ck_assert(cfg.ready.http);
+        ck_assert_str_eq(cfg.ready.http_path, "/");
         ck_assert(config_waits_ready(&cfg));
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http=/healthz?full=1", "srv")), 1);
-        ck_assert_str_eq(cfg.ready_http_path, "/healthz?full=1");
+        ck_assert_str_eq(cfg.ready.http_path, "/healthz?full=1");
         /* As for --ready: the optional argument must be attached. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http", "/x")), 1);
-        ck_assert_str_eq(cfg.ready_http_path, "/");
+        ck_assert_str_eq(cfg.ready.http_path, "/");
         ck_assert_str_eq(cfg.command[0], "/x");
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-interval=250ms", "--ready-http", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_interval_usec, 250000);
+        ck_assert_uint_eq(cfg.ready.interval_usec, 250000);
 
         /* One timeout for all: --ready=T and --ready-timeout=T, the last wins. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=5s", "--ready-http", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 5 * USEC);
-        ck_assert(!cfg.ready);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 5 * USEC);
+        ck_assert(!cfg.ready.notify);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=infinity", "--ready-log=x", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 0);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 0);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=3s", "--ready-timeout=7s", "--ready-log=x", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 7 * USEC);
-        ck_assert(cfg.ready);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 7 * USEC);
+        ck_assert(cfg.ready.notify);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-timeout=7s", "--ready=3s", "srv")), 1);
-        ck_assert_uint_eq(cfg.ready_timeout_usec, 3 * USEC);
+        ck_assert_uint_eq(cfg.ready.timeout_usec, 3 * USEC);
 
         /* All together. */
         ck_assert_int_eq(
                 parse(ARGV("prebind", "--ready", "--ready-log=a", "--ready-exec=b", "--ready-http=/c", "srv")), 1);
-        ck_assert(cfg.ready && cfg.ready_log && cfg.ready_exec && cfg.ready_http);
+        ck_assert(cfg.ready.notify && cfg.ready.log && cfg.ready.exec && cfg.ready.http);
 }
 END_TEST
 
@@ -1043,7 +1043,7 @@ START_TEST(test_no_conflicts) {
         ck_assert_int_eq(parse(ARGV("prebind", "--ready=10s", "--restart=on-failure", "--restart-delay=0",
                                     "--restart-limit=2/1s", "--group", "--kill-after=2s", "srv")),
                          1);
-        ck_assert(cfg.ready && cfg.restart_set && cfg.group);
+        ck_assert(cfg.ready.notify && cfg.restart_set && cfg.group);
         ck_assert_int_eq(parse(ARGV("prebind", "--exec", "--inetd", "--print", "srv")), 1);
         ck_assert(cfg.exec && cfg.inetd);
         /* --restart-delay and --restart-limit alone do not ask for restarts,
@@ -1052,7 +1052,7 @@ START_TEST(test_no_conflicts) {
         ck_assert_int_eq(parse(ARGV("prebind", "--accept", "--restart-delay=1s", "srv")), 1);
         /* Conflicting options after COMMAND are COMMAND's. */
         ck_assert_int_eq(parse(ARGV("prebind", "--exec", "srv", "--ready", "--accept")), 1);
-        ck_assert(cfg.exec && !cfg.ready && !cfg.accept);
+        ck_assert(cfg.exec && !cfg.ready.notify && !cfg.accept);
 }
 END_TEST
 

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* config_describe(): the config as the canonical command line that two
+ * --share callers must agree on (share/ compares the texts). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -6,19 +8,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "config.h"
 #include "macro.h"
-#include "share.h"
-
-bool share_name_is_valid(const char *name) {
-        size_t len = strlen(name);
-
-        /* A file name in the share directory, with room for ".sock" in a
-         * sun_path: no '/', no ".." or hidden files, nothing a shell or a
-         * message would need to quote. */
-        if (len == 0 || len > 64 || name[0] == '.')
-                return false;
-        return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
-}
 
 /* One argument as a shell would need it: bare when it is plain, else in
  * single quotes ('\'' for a quote). */
@@ -75,21 +66,21 @@ static void put_listen(FILE *f, const struct listen_spec *spec) {
 }
 
 static void put_readiness(FILE *f, const struct config *c) {
-        if (c->ready)
+        if (c->ready.notify)
                 put_option(f, "--ready", NULL);
-        if (c->ready_log)
-                put_option(f, "--ready-log", c->ready_log);
-        if (c->ready_exec)
-                put_option(f, "--ready-exec", c->ready_exec);
-        if (c->ready_http)
-                put_option(f, "--ready-http", c->ready_http_path);
-        if (c->ready_exec || c->ready_http)
-                put_duration(f, "--ready-interval", c->ready_interval_usec);
+        if (c->ready.log)
+                put_option(f, "--ready-log", c->ready.log);
+        if (c->ready.exec)
+                put_option(f, "--ready-exec", c->ready.exec);
+        if (c->ready.http)
+                put_option(f, "--ready-http", c->ready.http_path);
+        if (c->ready.exec || c->ready.http)
+                put_duration(f, "--ready-interval", c->ready.interval_usec);
         if (config_waits_ready(c) || c->n_intercepts > 0) {
-                if (c->ready_timeout_usec == 0)
+                if (c->ready.timeout_usec == 0)
                         put_option(f, "--ready-timeout", "infinity");
                 else
-                        put_duration(f, "--ready-timeout", c->ready_timeout_usec);
+                        put_duration(f, "--ready-timeout", c->ready.timeout_usec);
         }
 }
 
@@ -127,7 +118,7 @@ static void put_supervision(FILE *f, const struct config *c) {
                 put_option(f, "--netns", NULL);
 }
 
-int share_describe(const struct config *c, char **ret) {
+int config_describe(const struct config *c, char **ret) {
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
         char value[FDNAME_MAX + 16];
