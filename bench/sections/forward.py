@@ -13,7 +13,7 @@ def bench(ctx, sec):
     clients."""
     need("socat", "systemd-socket-activate", "unshare", "cc")
     size = (64 << 20) if ctx.smoke else (1 << 30)
-    rounds = 1 if ctx.smoke else 3
+    rounds = 1 if ctx.smoke else 5
     conns = 200 if ctx.smoke else 2000
     r = run([os.path.join(HERE, "forward_rate"), "--prebind", ctx.prebind, "--bytes", str(size),
              "--rounds", str(rounds), "--connections", str(conns), "--json"], 1800)
@@ -33,7 +33,7 @@ def bench(ctx, sec):
     sec.table(["path", "down GB/s (1 conn)", "up GB/s (1 conn)", "down GB/s (8 conns)", "down vs direct",
                "connect+1st byte µs (median / p99)", "1-byte round trip µs (median / p99)",
                "forwarder CPU s per GiB"], rows)
-    sec.notes.append("bench/forward_rate: %d MiB per transfer, best of %d rounds; %d connections one after the "
+    sec.notes.append("bench/forward_rate: %d MiB per transfer, best of %d rounds interleaved across the paths; %d connections one after the "
                      "other for the connect latency; 10000 round trips on one connection (1000 in --smoke). "
                      "socat with its defaults (TCP-LISTEN,fork), systemd-socket-proxyd started by "
                      "systemd-socket-activate, prebind with the server in its own namespace on port 8080, "
