@@ -321,6 +321,7 @@ int share_enter(const struct share_options *options, const char *description, st
         };
         s->description = strdup(description);
         if (!s->description)
+                // cppcheck-suppress memleak ; s is _cleanup_(share_freep), which cppcheck does not follow
                 return log_oom();
         for (int attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
                 _cleanup_close_ int lock_fd = -EBADF;
