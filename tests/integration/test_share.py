@@ -271,6 +271,9 @@ def test_another_command_under_the_same_name_is_refused(runtime):
     a = holder(["--share=web", "--print", "--", *HTTP], runtime)
     try:
         first_line(a)
+        # Published once the socket listens: the server may not have
+        # written its pid yet (the refused caller must not add one).
+        assert wait_for(lambda: pids(runtime)), "the server never wrote its pid"
         out = subprocess.run([PREBIND, "--share=web", "--print", "-E", "X=1", "--", *HTTP], env=runtime,
                              capture_output=True, text=True, timeout=TIMEOUT)
         assert out.returncode == 125
