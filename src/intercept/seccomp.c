@@ -624,18 +624,21 @@ static int answer_one(struct intercept_seccomp *s) {
 /* The listener is readable (a notification waits), or not: then it hung
  * up, as no process is left under the filter. */
 static int serve(struct intercept_seccomp *s, bool readable) {
-        if (readable)
-                return answer_one(s);
-        drop_listener(s);
-        return 0;
+        int r;
+
+        if (!readable) {
+                drop_listener(s);
+                return 0;
+        }
+        r = answer_one(s);
+        if (r < 0)
+                log_error_errno(r, "cannot answer a bind() of COMMAND's (--intercept): %m");
+        return r;
 }
 
 static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct intercept_seccomp *s = userdata;
-        int r = serve(s, revents & EPOLLIN);
-
-        if (r < 0)
-                log_error_errno(r, "cannot answer a bind() of COMMAND's (--intercept): %m");
+        (void) serve(s, revents & EPOLLIN);
         if (s->callback)
                 s->callback(s->userdata);
         return 0;
@@ -664,9 +667,9 @@ int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
         if (s->listener < 0)
                 return 0;
         n = poll(&p, 1, 0);
-        if (n < 0)
-                return errno == EINTR ? 0 : -errno;
-        return n == 0 ? 0 : serve(s, p.revents & POLLIN);
+        if (n < 0 && errno != EINTR)
+                return log_error_errno(errno, "cannot answer a bind() of COMMAND's (--intercept): %m");
+        return n <= 0 ? 0 : serve(s, p.revents & POLLIN);
 }
 
 void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size) {

@@ -65,7 +65,7 @@ void intercept_seccomp_detach(struct intercept_seccomp *s);
 int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid);
 
 /* Answer what waits now, without blocking and without the loop (before
- * COMMAND is reaped). Returns 0 or -errno. */
+ * COMMAND is reaped). Returns 0 or -errno, logged here. */
 int intercept_seccomp_dispatch(struct intercept_seccomp *s);
 
 /* Has every target been claimed since intercept_seccomp_set_command()? */

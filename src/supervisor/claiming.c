@@ -58,13 +58,9 @@ static void seccomp_claims_detach(void *s) {
         intercept_seccomp_detach(s);
 }
 
-/* Answer COMMAND's bind() calls. */
+/* Answer COMMAND's bind() calls (the listener logs what fails). */
 static int seccomp_claims_dispatch(void *s) {
-        int r = intercept_seccomp_dispatch(s);
-
-        if (r < 0)
-                log_error_errno(r, "cannot answer a bind() of COMMAND's (--intercept): %m");
-        return r;
+        return intercept_seccomp_dispatch(s);
 }
 
 static void seccomp_claims_set_command(void *s, pid_t pid, const char *command) {
