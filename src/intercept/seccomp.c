@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
  * spelled out: musl's include path, which builds prebind-static, has no
  * <linux/…> headers. These values are fixed by the kernel's ABI. */
 #define SC_SET_MODE_FILTER 1
+#define SC_GET_NOTIF_SIZES 3                 /* 5.0 */
 #define SC_FLAG_SPEC_ALLOW (1U << 2)         /* 4.17 */
 #define SC_FLAG_NEW_LISTENER (1U << 3)       /* 5.0 */
 #define SC_FLAG_WAIT_KILLABLE_RECV (1U << 5) /* 5.19 */
@@ -186,7 +188,7 @@ static int install_filter(unsigned flags) {
  * the kernel knows the ioctl. Exit status: 0, PROBE_PLAIN, or the
  * errno. It shares prebind's memory (CLONE_VM, prebind waits): raw
  * system calls only. */
-static int probe_child(void *unused) {
+static int probe_child_main(void *unused) {
         struct sc_notif_addfd addfd = { .id = 0, .flags = SC_ADDFD_FLAG_SETFD, .srcfd = 0, .newfd = 0 };
         int status = 0, fd = install_filter(SC_FLAG_WAIT_KILLABLE_RECV);
 
@@ -202,7 +204,7 @@ static int probe_child(void *unused) {
         return status;
 }
 
-int intercept_seccomp_probe(unsigned *ret_flags) {
+int intercept_seccomp_probe_child(unsigned *ret_flags) {
         /* Its stack; prebind is suspended until the child exits
          * (CLONE_VFORK): no page tables to copy, as fork() would. */
         static char stack[16384] __attribute__((aligned(16)));
@@ -212,7 +214,7 @@ int intercept_seccomp_probe(unsigned *ret_flags) {
 #ifndef SC_AUDIT_ARCH
         return -EOPNOTSUPP;
 #endif
-        pid = clone(probe_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+        pid = clone(probe_child_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
         if (pid < 0)
                 return -errno;
         while (waitpid(pid, &status, 0) < 0)
@@ -224,6 +226,50 @@ int intercept_seccomp_probe(unsigned *ret_flags) {
                 return -WEXITSTATUS(status);
         *ret_flags = WEXITSTATUS(status) == 0 ? SC_FLAG_WAIT_KILLABLE_RECV : 0;
         return 0;
+}
+
+int intercept_seccomp_release_flags(const char *release, unsigned *ret_flags) {
+        unsigned long version[2];
+        const char *p = release;
+
+        /* "MAJOR.MINOR", then anything ("6.1.0-28-amd64", "5.19-rc1"). */
+        for (size_t i = 0; i < ELEMENTSOF(version); i++) {
+                char *end;
+
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+                errno = 0;
+                version[i] = strtoul(p, &end, 10);
+                if (errno != 0 || end == p || (i == 0 && *end != '.'))
+                        return -EINVAL;
+                p = end + 1;
+        }
+        if (version[0] < 5 || (version[0] == 5 && version[1] < 9))
+                return -EINVAL;
+        *ret_flags = version[0] > 5 || version[1] >= 19 ? SC_FLAG_WAIT_KILLABLE_RECV : 0;
+        return 0;
+}
+
+int intercept_seccomp_probe(unsigned *ret_flags) {
+        uint16_t sizes[3];
+        struct utsname u;
+
+        /* Without a child where nothing can say no: prebind runs under no
+         * filter (so no outer listener, no policy filter refusing
+         * seccomp()), the kernel knows user notification, and its version
+         * has ADDFD (5.9; the killable wait from 5.19). A probe child costs
+         * 0.1-0.25 ms at each start, most of it cold: the filter's
+         * compilation and the child's first faults. Older version numbers
+         * (distributions backport) and every other case: the child. */
+#ifdef SC_AUDIT_ARCH
+        if (prctl(PR_GET_SECCOMP) == 0 && syscall(SYS_seccomp, SC_GET_NOTIF_SIZES, 0, sizes) == 0 && uname(&u) == 0 &&
+            intercept_seccomp_release_flags(u.release, ret_flags) == 0)
+                return 0;
+#else
+        (void) sizes;
+        (void) u;
+#endif
+        return intercept_seccomp_probe_child(ret_flags);
 }
 
 const char *intercept_seccomp_why_not(int r) {

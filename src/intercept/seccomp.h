@@ -20,13 +20,22 @@
 
 struct intercept_seccomp;
 
-/* Does the kernel let COMMAND's bind() calls come to prebind? A forked
- * child tries it. Returns 0 and the filter flags to use, or -errno:
+/* Does the kernel let COMMAND's bind() calls come to prebind? Where
+ * prebind runs under no seccomp filter of its own and the kernel is 5.9
+ * or later, yes without trying; else a child tries it. Returns 0 and the
+ * filter flags to use, or -errno:
  * -EBUSY (another seccomp supervisor listens in this process tree),
  * -EINVAL/-ENOTTY (a kernel older than 5.9), -ENOSYS (no seccomp()
  * at all, or valgrind), -EACCES/-EPERM (a
  * policy refuses seccomp()), -EOPNOTSUPP (not built for this CPU). */
 int intercept_seccomp_probe(unsigned *ret_flags);
+
+/* The same, always tried in a child. */
+int intercept_seccomp_probe_child(unsigned *ret_flags);
+
+/* The filter flags for a kernel of that release (uname -r): 0 and the
+ * flags for 5.9 or later, -EINVAL for an older or unreadable one. */
+int intercept_seccomp_release_flags(const char *release, unsigned *ret_flags);
 
 /* Why not, in a phrase, for intercept_seccomp_probe()'s error. */
 const char *intercept_seccomp_why_not(int r);

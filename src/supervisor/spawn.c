@@ -146,7 +146,7 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 }
                 if (plan->seccomp && (err = -intercept_seccomp_child(plan->seccomp, seccomp_fd)) > 0) {
                         fprintf(stderr, "prebind: cannot install the seccomp filter (--intercept): %s\n",
-                                strerror(err));
+                                intercept_seccomp_why_not(-err));
                         _exit(EXIT_PREBIND_FAILED);
                 }
                 /* Wait for the parent to publish; EOF without the byte means

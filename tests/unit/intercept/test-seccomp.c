@@ -17,6 +17,7 @@
 
 #include "intercept/match.h"
 #include "loop.h"
+#include "macro.h"
 #include "seccomp.h"
 #include "unit.h"
 
@@ -75,6 +76,63 @@ START_TEST(test_why_not) {
         ck_assert(strstr(intercept_seccomp_why_not(-ENOTTY), "Linux 5.9"));
         ck_assert(strstr(intercept_seccomp_why_not(-EINVAL), "Linux 5.9"));
         ck_assert(strstr(intercept_seccomp_why_not(-EPERM), "policy"));
+}
+END_TEST
+
+/* The version rule of the fast probe: 5.9 (ADDFD) or later, the killable
+ * wait from 5.19; anything else, or anything unreadable, goes to the
+ * child. */
+START_TEST(test_release_flags) {
+        static const struct {
+                const char *release;
+                int r;
+                bool killable;
+        } cases[] = {
+                { "6.18.44-fc-v1045", 0, true },
+                { "6.1.0-28-amd64", 0, true },
+                { "5.19.0", 0, true },
+                { "5.19-rc1", 0, true },
+                { "5.18.19", 0, false },
+                { "5.10.0-33-cloud-amd64", 0, false },
+                { "5.9", 0, false },
+                { "10.0", 0, true },
+                { "5.8.18", -EINVAL, false },
+                { "4.18.0-553.el8_10.x86_64", -EINVAL, false },
+                { "3.10.0", -EINVAL, false },
+                { "5", -EINVAL, false },
+                { "5.", -EINVAL, false },
+                { "5-9", -EINVAL, false },
+                { ".9", -EINVAL, false },
+                { " 5.9", -EINVAL, false },
+                { "-6.1", -EINVAL, false },
+                { "6.-1", -EINVAL, false },
+                { "99999999999999999999999.1", -EINVAL, false },
+                { "", -EINVAL, false },
+                { "linux", -EINVAL, false },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                unsigned flags = 12345;
+                int r = intercept_seccomp_release_flags(cases[i].release, &flags);
+
+                ck_assert_msg(r == cases[i].r, "'%s': %d", cases[i].release, r);
+                if (r == 0)
+                        ck_assert_msg((flags != 0) == cases[i].killable, "'%s': flags %u", cases[i].release, flags);
+                else
+                        ck_assert_msg(flags == 12345, "'%s': flags written on failure", cases[i].release);
+        }
+}
+END_TEST
+
+/* The fast probe answers as the child does, where both say yes. */
+START_TEST(test_probe_agrees) {
+        unsigned fast = 0, child = 0;
+        int r = intercept_seccomp_probe_child(&child);
+
+        if (r < 0) /* an old kernel, or under another listener: nothing to compare */
+                return;
+        ck_assert_int_eq(intercept_seccomp_probe(&fast), 0);
+        ck_assert_uint_eq(fast, child);
 }
 END_TEST
 
@@ -233,6 +291,8 @@ static Suite *seccomp_suite(void) {
         tcase_add_test(tc, test_parse_fdinfo_flags);
         tcase_add_test(tc, test_bind_rule);
         tcase_add_test(tc, test_why_not);
+        tcase_add_test(tc, test_release_flags);
+        tcase_add_test(tc, test_probe_agrees);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("notification");
