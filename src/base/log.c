@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "compat.h"
 #include "fd.h"
 #include "log.h"
@@ -221,18 +221,11 @@ unsigned log_ratelimit_take(struct log_ratelimit *rl, uint64_t now_usec, uint64_
         return held;
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
 static void log_held(const struct log_ratelimit *rl, unsigned held, uint64_t elapsed_usec) {
         /* Rounded up: "in the last 0s" would read as nothing. */
         if (held > 0)
                 log_full(rl->level, 0, "%u more %s in the last %llus", held, rl->what,
-                         (unsigned long long) ((elapsed_usec + 999999) / 1000000));
+                         (unsigned long long) ((elapsed_usec + USEC_PER_SEC - 1) / USEC_PER_SEC));
 }
 
 void log_ratelimited(struct log_ratelimit *rl, enum log_level level, const char *format, ...) {

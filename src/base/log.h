@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clock.h"
+
 /* Verbosity: LOG_LEVEL_ERROR silences informational lines (-q),
  * LOG_LEVEL_DEBUG adds the details (-v). Errors are always printed. */
 enum log_level {
@@ -49,7 +51,7 @@ void log_stderr_nonblocking(void);
  *     static struct log_ratelimit rl = LOG_RATELIMIT_INIT("ignored notifications");
  *     log_ratelimited(&rl, LOG_LEVEL_INFO, "ignoring ...", ...); */
 #define LOG_RATELIMIT_BURST 5
-#define LOG_RATELIMIT_INTERVAL_USEC (10 * 1000000ULL)
+#define LOG_RATELIMIT_INTERVAL_USEC (10 * USEC_PER_SEC)
 struct log_ratelimit {
         const char *what;
         uint64_t begin_usec;  /* CLOCK_MONOTONIC: when this interval began */

@@ -31,7 +31,7 @@ _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both
  * (1 to 2 s) is closed: the interposer sends its request right after
  * connect(), and a connection kept open for ever would let another user
  * claim from it later, once its process is gone (issue 19). */
-#define PENDING_TICK_USEC 1000000ULL
+#define PENDING_TICK_USEC USEC_PER_SEC
 #define PENDING_TICKS_MAX 2
 
 struct pending {

@@ -309,7 +309,7 @@ static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *us
                         log_ratelimited(
                                 &resets, LOG_LEVEL_DEBUG,
                                 "forwarding: nothing listened on port %u inside for %.1fs; resetting the client",
-                                (unsigned) f->p.port, (double) f->p.wait_usec / 1e6);
+                                (unsigned) f->p.port, (double) f->p.wait_usec / USEC_PER_SEC);
                         f->stats.refused++;
                         reset_fd(c->fd[0]);
                         c->state = CONN_CONNECTING;

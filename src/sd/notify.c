@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "compat.h"
 #include "notify.h"
 #include "parse.h"
@@ -60,7 +61,7 @@ void notify_message_parse(const char *buf, size_t len, struct notify_message *re
                 } else if (key_is(line, line_len, "ERRNO=", &value, &value_len))
                         m.errno_value = value_parse_uint(value, value_len, 4095, &n) ? (int) n : -1;
                 else if (key_is(line, line_len, "EXTEND_TIMEOUT_USEC=", &value, &value_len))
-                        m.extend_usec = value_parse_uint(value, value_len, UINT32_MAX * 1000000UL, &n) ? n : 0;
+                        m.extend_usec = value_parse_uint(value, value_len, UINT32_MAX * USEC_PER_SEC, &n) ? n : 0;
                 /* The last line may have no newline: stop there, rather
                  * than form a pointer past the end of the datagram. */
                 if (!nl)

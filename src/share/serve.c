@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "loop.h"
 #include "share-internal.h"
@@ -44,7 +45,7 @@ static void arm_linger(struct share *s) {
 
         if (s->stopping || held(s) || linger == UINT64_MAX || s->linger_fd >= 0)
                 return;
-        log_debug("--share=%s: no holder left; stopping in %.1fs", s->options.name, (double) linger / 1e6);
+        log_debug("--share=%s: no holder left; stopping in %.1fs", s->options.name, (double) linger / USEC_PER_SEC);
         /* A timerfd armed with 0 is disarmed: 1 µs is "now". */
         r = loop_timer_arm(s->loop, &s->linger_fd, linger ?: 1, on_linger, s);
         if (r < 0) {
@@ -151,7 +152,7 @@ static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata) {
         if (!held(s)) {
                 share_give_up_name(s);
                 log_info("--share=%s: no holder for %.1fs: stopping the server", s->options.name,
-                         (double) s->options.linger_usec / 1e6);
+                         (double) s->options.linger_usec / USEC_PER_SEC);
         }
         share_unlock(s);
         if (!held(s))

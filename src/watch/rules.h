@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
+
 /* The rules of --watch, pure: which names do not count, and when a burst
  * of changes has settled. */
 
@@ -31,5 +33,5 @@ bool watch_ignored(const char *const *globs, size_t n, bool defaults, const char
  * The reload is due delay_usec after the last change, but no later than
  * WATCH_SETTLE_MAX (or 10 × delay, if longer) after the first: a tree
  * that never stops changing (a build writing into it) still reloads. */
-#define WATCH_SETTLE_MAX_USEC (1000 * 1000ULL)
+#define WATCH_SETTLE_MAX_USEC USEC_PER_SEC
 uint64_t watch_due(uint64_t first_usec, uint64_t now_usec, uint64_t delay_usec);
