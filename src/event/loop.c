@@ -126,6 +126,15 @@ int loop_dispatch_once(struct loop *l, int timeout_ms) {
         return dispatched;
 }
 
+int timer_new(int *ret_fd) {
+        int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+
+        if (fd < 0)
+                return -errno;
+        *ret_fd = fd;
+        return 0;
+}
+
 int timer_start(int *fd, uint64_t usec) {
         struct itimerspec when = { .it_value = {
                                            .tv_sec = (time_t) (usec / USEC_PER_SEC),
@@ -135,9 +144,13 @@ int timer_start(int *fd, uint64_t usec) {
         /* A zero it_value would disarm the timer: fire at once instead. */
         if (usec == 0)
                 when.it_value.tv_nsec = 1;
-        if (*fd < 0)
-                *fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (*fd < 0 || timerfd_settime(*fd, 0, &when, NULL) < 0)
+        if (*fd < 0) {
+                int r = timer_new(fd);
+
+                if (r < 0)
+                        return r;
+        }
+        if (timerfd_settime(*fd, 0, &when, NULL) < 0)
                 return -errno;
         return 0;
 }

@@ -48,7 +48,10 @@ int loop_dispatch_once(struct loop *l, int timeout_ms);
 
 /* A one-shot CLOCK_MONOTONIC timer fd (TFD_CLOEXEC|TFD_NONBLOCK): *fd is
  * created if < 0, and (re)armed to fire after usec. timer_stop() closes
- * it and sets *fd to -1. Both are for the loop's owners. */
+ * it and sets *fd to -1. Both are for the loop's owners. timer_new()
+ * only creates one, not armed, for an owner that needs its timer to
+ * exist before it may be short of fds; returns 0 or -errno. */
+int timer_new(int *ret_fd);
 int timer_start(int *fd, uint64_t usec);
 void timer_stop(int *fd);
 /* timer_start() and, for a new timer, loop_add() it with handler: the one

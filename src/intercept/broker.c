@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -106,11 +105,12 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         r = open_listener(b);
         if (r < 0)
                 goto fail;
-        b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (b->timer_fd < 0) {
-                r = -errno;
+        /* Made now, not when first armed: the tick is what resumes
+         * listening after running out of fds (pause_listening()), when
+         * no new timer could be made. */
+        r = timer_new(&b->timer_fd);
+        if (r < 0)
                 goto fail;
-        }
         *ret = b;
         return 0;
 fail:

@@ -46,8 +46,7 @@ static void arm_linger(struct share *s) {
         if (s->stopping || held(s) || linger == UINT64_MAX || s->linger_fd >= 0)
                 return;
         log_debug("--share=%s: no holder left; stopping in %.1fs", s->options.name, (double) linger / USEC_PER_SEC);
-        /* A timerfd armed with 0 is disarmed: 1 µs is "now". */
-        r = loop_timer_arm(s->loop, &s->linger_fd, linger ?: 1, on_linger, s);
+        r = loop_timer_arm(s->loop, &s->linger_fd, linger, on_linger, s);
         if (r < 0) {
                 log_error_errno(r, "--share: cannot arm the linger timer: %m");
                 s->stopping = true;

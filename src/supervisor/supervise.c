@@ -159,10 +159,6 @@ static void arm_timer(struct supervisor *s, int *fd, uint64_t usec, loop_handler
                 log_error_errno(r, "cannot arm the %s timer: %m", what);
 }
 
-static void disarm_timer(struct supervisor *s, int *fd) {
-        loop_timer_disarm(s->loop, fd);
-}
-
 static int on_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
         struct supervisor *s = userdata;
 
@@ -177,7 +173,7 @@ static int on_restart_timer(struct loop *l, int fd, uint32_t revents, void *user
 
         if (!timer_expired(fd))
                 return 0;
-        disarm_timer(s, &s->restart_timer_fd);
+        loop_timer_disarm(s->loop, &s->restart_timer_fd);
         on_event(s, LC_RESTART_DUE);
         return 0;
 }
@@ -463,7 +459,7 @@ static int act(struct supervisor *s, unsigned actions) {
         if (actions & LC_ACT_COUNT_RESTART)
                 count_restart(s);
         if (actions & LC_ACT_START) {
-                disarm_timer(s, &s->restart_timer_fd);
+                loop_timer_disarm(s->loop, &s->restart_timer_fd);
                 r = start_command(s);
                 if (r < 0) {
                         /* A COMMAND that cannot be run ends the job with
@@ -518,7 +514,7 @@ static void command_exited(struct supervisor *s, int status) {
         s->child = 0;
         if (s->job->netns)
                 netns_job_stopped(s->job->netns);
-        disarm_timer(s, &s->kill_timer_fd);
+        loop_timer_disarm(s->loop, &s->kill_timer_fd);
         s->outcome = (struct outcome) { OUTCOME_EXITED, status };
         log_debug("'%s' ended, exit status %d", command_name(s), status);
         /* Before the event, which may start the next COMMAND. */
@@ -674,8 +670,8 @@ static void supervisor_done(struct supervisor *s) {
         watch_stop(s->watch);
         readiness_detach(s->job->readiness);
         netns_job_detach(s->job->netns);
-        disarm_timer(s, &s->kill_timer_fd);
-        disarm_timer(s, &s->restart_timer_fd);
+        loop_timer_disarm(s->loop, &s->kill_timer_fd);
+        loop_timer_disarm(s->loop, &s->restart_timer_fd);
         if (s->pidfd >= 0)
                 close(s->pidfd);
         if (s->previous_pidfd >= 0)

@@ -396,6 +396,15 @@ START_TEST(test_modify_keeps_the_source) {
 }
 END_TEST
 
+/* The armed timer t fires within a second, once; then t and l go. */
+static void fires_once_then_free(struct loop *l, int *t, struct seen *seen) {
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(seen->calls, 1);
+        loop_remove(l, *t);
+        timer_stop(t);
+        loop_free(l);
+}
+
 START_TEST(test_timer_fires_once_after_its_delay) {
         struct loop *l = new_loop();
         struct seen seen = { 0 };
@@ -431,11 +440,7 @@ START_TEST(test_timer_zero_fires_at_once) {
         /* A zero it_value would disarm a timerfd: 0 must still fire. */
         ck_assert_int_eq(timer_start(&t, 0), 0);
         ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
-        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
-        ck_assert_int_eq(seen.calls, 1);
-        loop_remove(l, t);
-        timer_stop(&t);
-        loop_free(l);
+        fires_once_then_free(l, &t, &seen);
 }
 END_TEST
 
@@ -454,11 +459,7 @@ START_TEST(test_timer_rearm_reuses_the_fd_and_postpones) {
         ck_assert_int_eq(seen.calls, 0);
         /* And sooner again. */
         ck_assert_int_eq(timer_start(&t, 1000), 0);
-        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
-        ck_assert_int_eq(seen.calls, 1);
-        loop_remove(l, t);
-        timer_stop(&t);
-        loop_free(l);
+        fires_once_then_free(l, &t, &seen);
 }
 END_TEST
 
@@ -477,6 +478,25 @@ START_TEST(test_timer_expired_makes_it_unreadable) {
         /* Read once: a second call is a spurious wake-up. */
         ck_assert(!timer_expired(t));
         timer_stop(&t);
+}
+END_TEST
+
+START_TEST(test_timer_new_is_not_armed_until_started) {
+        struct loop *l = new_loop();
+        struct seen seen = { 0 };
+        int t = -1, made;
+
+        ck_assert_int_eq(timer_new(&t), 0);
+        ck_assert_int_ge(t, 0);
+        ck_assert_int_eq(fcntl(t, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+        ck_assert(fcntl(t, F_GETFL) & O_NONBLOCK);
+        ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 50), 0);
+        /* Started later, it is the same fd that fires. */
+        made = t;
+        ck_assert_int_eq(timer_start(&t, 1000), 0);
+        ck_assert_int_eq(t, made);
+        fires_once_then_free(l, &t, &seen);
 }
 END_TEST
 
@@ -514,6 +534,7 @@ int main(void) {
         tcase_add_test(timers, test_timer_zero_fires_at_once);
         tcase_add_test(timers, test_timer_rearm_reuses_the_fd_and_postpones);
         tcase_add_test(timers, test_timer_expired_makes_it_unreadable);
+        tcase_add_test(timers, test_timer_new_is_not_armed_until_started);
         tcase_add_test(timers, test_timer_stop_closes);
         suite_add_tcase(s, timers);
         return unit_run(s);
