@@ -39,6 +39,12 @@ struct pending {
         unsigned ticks;   /* timer ticks seen while pending */
 };
 
+enum broker_listening {
+        BROKER_LISTENING,
+        BROKER_LISTEN_PAUSED, /* out of fds: listen_fd is not watched until the next tick */
+        BROKER_LISTEN_BROKEN, /* accept(2) cannot work on it: never watched again */
+};
+
 struct broker {
         struct loop *loop; /* watches the listening socket, pending connections, the timer; NULL: not attached */
         broker_callback callback;
@@ -46,7 +52,7 @@ struct broker {
         int listen_fd;
         int timer_fd; /* ticks while connections are pending or listening is paused */
         bool ticking;
-        bool listen_paused; /* out of fds: listen_fd is not watched until the next tick */
+        enum broker_listening listening;
         pid_t command;
         struct broker_target targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
@@ -106,7 +112,7 @@ int broker_open(const struct broker_target *targets, size_t n, struct broker **r
         if (r < 0)
                 goto fail;
         /* Made now, not when first armed: the tick is what resumes
-         * listening after running out of fds (pause_listening()), when
+         * listening after running out of fds (stop_listening()), when
          * no new timer could be made. */
         r = timer_new(&b->timer_fd);
         if (r < 0)
@@ -320,19 +326,21 @@ static int on_connection(struct loop *l, int fd, uint32_t revents, void *userdat
 
 /* Out of fds (idle connections of another user's can use them up): the
  * listening socket is not watched until the next tick, instead of
- * failing at once on every turn. */
-static void pause_listening(struct broker *b) {
-        if (b->listen_paused)
+ * failing at once on every turn. Broken, it is never watched again. */
+static void stop_listening(struct broker *b, enum broker_listening why) {
+        if (b->listening != BROKER_LISTENING)
                 return;
         if (b->loop)
                 loop_remove(b->loop, b->listen_fd);
-        b->listen_paused = true;
-        start_ticking(b);
+        b->listening = why;
+        if (why == BROKER_LISTEN_PAUSED)
+                start_ticking(b);
 }
 
 static void resume_listening(struct broker *b) {
-        if (b->listen_paused && (!b->loop || loop_add(b->loop, b->listen_fd, EPOLLIN, on_listen, b) == 0))
-                b->listen_paused = false;
+        if (b->listening == BROKER_LISTEN_PAUSED &&
+            (!b->loop || loop_add(b->loop, b->listen_fd, EPOLLIN, on_listen, b) == 0))
+                b->listening = BROKER_LISTENING;
 }
 
 /* A tick: connections that have waited PENDING_TICKS_MAX ticks without
@@ -353,43 +361,47 @@ static void expire_pending(struct broker *b) {
                           PENDING_TICKS_MAX * PENDING_TICK_USEC / USEC_PER_SEC);
                 forget_pending(b, p); /* the last one moves to i */
         }
-        if (b->n_pending > 0 || b->listen_paused)
+        if (b->n_pending > 0 || b->listening == BROKER_LISTEN_PAUSED)
                 start_ticking(b);
+}
+
+static bool take_connection(int conn, const union sockaddr_any *addr, socklen_t addr_len, void *userdata) {
+        struct broker *b = userdata;
+        struct pending *p;
+
+        if (b->n_pending == PENDING_MAX) {
+                /* Someone connects and never asks: drop the oldest. */
+                struct pending *oldest = &b->pending[0];
+
+                for (size_t i = 1; i < b->n_pending; i++)
+                        if (b->pending[i].ticks > oldest->ticks)
+                                oldest = &b->pending[i];
+                forget_pending(b, oldest);
+        }
+        if (b->loop && loop_add(b->loop, conn, EPOLLIN, on_connection, b) < 0) {
+                close(conn);
+                return true;
+        }
+        p = &b->pending[b->n_pending++];
+        *p = (struct pending) { .fd = conn };
+        peer_of_connection(conn, &p->peer);
+        handle_connection(b, p);
+        if (find_pending(b, conn))
+                start_ticking(b);
+        return true;
 }
 
 /* Anyone may connect: at most LOOP_WAKE_BUDGET_USEC of connections per
  * wake-up (issue 19); the backlog waits for the next turn. */
 static void accept_all(struct broker *b) {
-        uint64_t deadline = now_usec() + LOOP_WAKE_BUDGET_USEC;
+        int r = accept_each(b->listen_fd, SOCK_CLOEXEC | SOCK_NONBLOCK, LOOP_WAKE_BUDGET_USEC, take_connection, b);
 
-        while (now_usec() < deadline) {
-                int conn = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-                struct pending *p;
-
-                if (conn < 0) {
-                        if (accept_failure_of(errno) == ACCEPT_FAILURE_BACK_OFF)
-                                pause_listening(b);
-                        return;
-                }
-                if (b->n_pending == PENDING_MAX) {
-                        /* Someone connects and never asks: drop the oldest. */
-                        struct pending *oldest = &b->pending[0];
-
-                        for (size_t i = 1; i < b->n_pending; i++)
-                                if (b->pending[i].ticks > oldest->ticks)
-                                        oldest = &b->pending[i];
-                        forget_pending(b, oldest);
-                }
-                if (b->loop && loop_add(b->loop, conn, EPOLLIN, on_connection, b) < 0) {
-                        close(conn);
-                        continue;
-                }
-                p = &b->pending[b->n_pending++];
-                *p = (struct pending) { .fd = conn };
-                peer_of_connection(conn, &p->peer);
-                handle_connection(b, p);
-                if (find_pending(b, conn))
-                        start_ticking(b);
+        if (r < 0 && accept_failure_of(-r) == ACCEPT_FAILURE_BACK_OFF)
+                stop_listening(b, BROKER_LISTEN_PAUSED);
+        else if (r < 0) {
+                /* Trying again would fail again, at every turn. */
+                log_error_errno(r, "the broker cannot accept: %m; no more claims are answered");
+                stop_listening(b, BROKER_LISTEN_BROKEN);
         }
 }
 
@@ -429,7 +441,7 @@ int broker_attach(struct broker *b, struct loop *l, broker_callback callback, vo
         b->callback = callback;
         b->userdata = userdata;
         if ((r = loop_add(l, b->timer_fd, EPOLLIN, on_tick, b)) < 0 ||
-            (!b->listen_paused && (r = loop_add(l, b->listen_fd, EPOLLIN, on_listen, b)) < 0))
+            (b->listening == BROKER_LISTENING && (r = loop_add(l, b->listen_fd, EPOLLIN, on_listen, b)) < 0))
                 return r;
         for (size_t i = 0; i < b->n_pending; i++)
                 if ((r = loop_add(l, b->pending[i].fd, EPOLLIN, on_connection, b)) < 0)
@@ -449,7 +461,7 @@ void broker_detach(struct broker *b) {
 
 void broker_dispatch(struct broker *b) {
         expire_pending(b);
-        if (!b->listen_paused)
+        if (b->listening == BROKER_LISTENING)
                 accept_all(b);
         /* handle_connection() forgets a connection it is done with, and
          * the last one moves to i. */

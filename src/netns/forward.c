@@ -90,8 +90,8 @@ struct forwarder {
         struct forward_stats stats;
 };
 
-#define WAIT_DELAY_FIRST_USEC (10 * 1000)
-#define WAIT_DELAY_MAX_USEC (100 * 1000)
+#define WAIT_DELAY_FIRST_USEC (10 * USEC_PER_MSEC)
+#define WAIT_DELAY_MAX_USEC (100 * USEC_PER_MSEC)
 
 static void update_listening(struct forwarder *f);
 
@@ -482,32 +482,41 @@ static int retry_handler(struct loop *l, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
-static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+static bool room_for_more(const struct forwarder *f) {
+        return f->n_conns < f->p.max_connections && f->listening;
+}
+
+static bool forward_accepted(int client, const union sockaddr_any *peer, socklen_t peer_len, void *userdata) {
         struct forwarder *f = userdata;
 
-        while (f->n_conns < f->p.max_connections && f->listening) {
-                int client = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        (void) conn_new(f, client);
+        return room_for_more(f);
+}
 
-                if (client < 0) {
-                        int err = errno;
+static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct forwarder *f = userdata;
+        int r = 0;
 
-                        if (err == EAGAIN || err == EINTR)
-                                return 0;
-                        if (accept_failure_of(err) == ACCEPT_FAILURE_BACK_OFF) {
-                                /* Out of fds: stop accepting until a
-                                 * connection ends, or for a while. */
-                                errno = err;
-                                log_ratelimited(&accept_errors, LOG_LEVEL_ERROR, "forwarding: cannot accept: %m");
-                                loop_remove(l, fd);
-                                f->listening = false;
-                                if (f->n_conns == 0)
-                                        (void) loop_timer_arm(l, &f->retry_timer_fd, ACCEPT_BACK_OFF_USEC,
-                                                              retry_handler, f);
-                                return 0;
-                        }
-                        continue; /* ECONNABORTED, the network errors of accept(2), and the rest */
-                }
-                (void) conn_new(f, client);
+        if (room_for_more(f))
+                r = accept_each(fd, SOCK_NONBLOCK | SOCK_CLOEXEC, 0, forward_accepted, f);
+        if (r < 0 && accept_failure_of(-r) == ACCEPT_FAILURE_BACK_OFF) {
+                /* Out of fds: stop accepting until a connection ends, or
+                 * for a while. */
+                errno = -r;
+                log_ratelimited(&accept_errors, LOG_LEVEL_ERROR, "forwarding: cannot accept: %m");
+                loop_remove(l, fd);
+                f->listening = false;
+                if (f->n_conns == 0)
+                        (void) loop_timer_arm(l, &f->retry_timer_fd, ACCEPT_BACK_OFF_USEC, retry_handler, f);
+                return 0;
+        }
+        if (r < 0) {
+                /* The socket is broken: trying again would fail again,
+                 * at once and for ever. Forwarding stops as
+                 * forwarder_stop() stops it; the connections being
+                 * forwarded go on. */
+                log_error_errno(r, "forwarding: cannot accept: %m; no more connections are forwarded");
+                f->wanted = false;
         }
         update_listening(f);
         return 0;

@@ -91,15 +91,57 @@ static void add_conn(struct share *s, int fd) {
         s->conns[s->n_conns++] = (struct share_conn) { .fd = fd, .kind = SHARE_CONN_NEW };
 }
 
-void share_accept_pending(struct share *s) {
-        int fd;
+static bool take_conn(int fd, const union sockaddr_any *peer, socklen_t peer_len, void *userdata) {
+        add_conn(userdata, fd);
+        return true;
+}
 
-        while (s->listen_fd >= 0 && (fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
-                add_conn(s, fd);
+/* Anyone of this user may connect, and hold fds: out of them, the level-
+ * triggered listener would wake the loop at once for ever. */
+static struct log_ratelimit accept_errors = LOG_RATELIMIT_INIT("failed accepts");
+
+static void stop_accepting(struct share *s, enum share_accepting why) {
+        if (s->accepting != SHARE_ACCEPTING)
+                return;
+        if (s->loop)
+                loop_remove(s->loop, s->listen_fd);
+        s->accepting = why;
+        if (why == SHARE_BACKING_OFF)
+                (void) timer_start(&s->back_off_fd, ACCEPT_BACK_OFF_USEC); /* made already: needs no fd */
+}
+
+void share_accept_pending(struct share *s) {
+        int r;
+
+        if (s->listen_fd < 0 || s->accepting == SHARE_ACCEPT_BROKEN)
+                return;
+        r = accept_each(s->listen_fd, SOCK_CLOEXEC | SOCK_NONBLOCK, 0, take_conn, s);
+        if (r >= 0 || !s->loop)
+                return; /* not serving (share_finish()): nothing to watch */
+        if (accept_failure_of(-r) == ACCEPT_FAILURE_BACK_OFF) {
+                errno = -r;
+                log_ratelimited(&accept_errors, LOG_LEVEL_ERROR, "--share: cannot accept: %m");
+                stop_accepting(s, SHARE_BACKING_OFF);
+                return;
+        }
+        log_error_errno(r, "--share=%s: cannot accept: %m; nobody else can attach", s->options.name);
+        stop_accepting(s, SHARE_ACCEPT_BROKEN);
 }
 
 static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata) {
         share_accept_pending(userdata);
+        return 0;
+}
+
+static int on_back_off(struct loop *l, int fd, uint32_t revents, void *userdata) {
+        struct share *s = userdata;
+
+        if (!timer_expired(fd) || s->accepting != SHARE_BACKING_OFF)
+                return 0;
+        if (s->listen_fd < 0 || loop_add(l, s->listen_fd, EPOLLIN, on_listen, s) == 0)
+                s->accepting = SHARE_ACCEPTING;
+        else
+                (void) timer_start(&s->back_off_fd, ACCEPT_BACK_OFF_USEC);
         return 0;
 }
 
@@ -221,6 +263,9 @@ int share_serve(struct share *s, struct loop *loop, share_stop_fn stop, void *us
         s->loop = loop;
         s->stop = stop;
         s->userdata = userdata;
+        s->back_off_fd = -1;
+        if ((r = timer_new(&s->back_off_fd)) < 0 || (r = loop_add(loop, s->back_off_fd, EPOLLIN, on_back_off, s)) < 0)
+                return log_error_errno(r, "--share: cannot make a timer: %m");
         if (s->listen_fd >= 0 && (r = loop_add(loop, s->listen_fd, EPOLLIN, on_listen, s)) < 0)
                 return log_error_errno(r, "--share: cannot watch '%s': %m", s->paths.sock);
         for (size_t i = 0; i < s->n_conns; i++)
@@ -236,6 +281,7 @@ void share_serve_end(struct share *s) {
         if (!s || !s->loop)
                 return;
         loop_timer_disarm(s->loop, &s->linger_fd);
+        loop_timer_disarm(s->loop, &s->back_off_fd);
         if (s->listen_fd >= 0)
                 loop_remove(s->loop, s->listen_fd);
         for (size_t i = 0; i < s->n_conns; i++)

@@ -24,6 +24,13 @@ enum share_conn_kind {
         SHARE_CONN_QUERY,  /* --status or --stop: keeps nothing running */
 };
 
+/* Where NAME.sock stands, while the supervisor serves. */
+enum share_accepting {
+        SHARE_ACCEPTING,     /* watched on the loop */
+        SHARE_BACKING_OFF,   /* out of fds: not watched until back_off_fd fires */
+        SHARE_ACCEPT_BROKEN, /* accept(2) cannot work on it: never watched again */
+};
+
 struct share_conn {
         int fd;
         enum share_conn_kind kind;
@@ -50,6 +57,10 @@ struct share {
         struct share_conn *conns;
         size_t n_conns;
         int linger_fd;
+        enum share_accepting accepting;
+        /* Made by share_serve(), before fds may run out: then no new
+         * timer could be made to end the back-off. */
+        int back_off_fd;
         bool stopping; /* stop() was called: no linger, no new holder */
         bool ready;
         pid_t child_pid;

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "sd.h"
 #include "fd.h"
 #include "socket.h"
@@ -236,4 +237,25 @@ enum accept_failure accept_failure_of(int err) {
         default:
                 return ACCEPT_FAILURE_FATAL;
         }
+}
+
+int accept_each(int listen_fd, int flags, uint64_t budget_usec, accept_fn fn, void *userdata) {
+        uint64_t deadline = budget_usec > 0 ? now_usec() + budget_usec : UINT64_MAX;
+
+        do {
+                union sockaddr_any peer;
+                socklen_t peer_len = sizeof peer;
+                int conn = accept4(listen_fd, &peer.sa, &peer_len, flags);
+
+                if (conn < 0) {
+                        if (errno == EAGAIN)
+                                return 0;
+                        if (accept_failure_of(errno) != ACCEPT_FAILURE_NEXT)
+                                return -errno;
+                        continue;
+                }
+                if (!fn(conn, &peer, peer_len, userdata))
+                        return 0;
+        } while (deadline == UINT64_MAX || now_usec() < deadline);
+        return 0;
 }

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "address.h"
+#include "clock.h"
 
 /* How prebind's own sockets are set up (systemd.socket(5) options). */
 struct socket_options {
@@ -53,8 +55,9 @@ void socket_give_up(struct bound_socket *s);
 /* Close the socket and remove the socket file it created, if any. */
 void socket_release(struct bound_socket *s);
 
-/* What to do after accept(2) failed with err: the one policy of the
- * --accept supervisor and the --netns forwarder. */
+/* What to do after accept(2) failed with err: the one policy of every
+ * socket prebind accepts on (--accept, the --netns forwarder, the
+ * --intercept broker, the --share server), applied by accept_each(). */
 enum accept_failure {
         /* This connection, or none (EAGAIN, and the pending network
          * errors accept(2) says to treat like it): accept the next. */
@@ -65,8 +68,23 @@ enum accept_failure {
          * ACCEPT_BACK_OFF_USEC passed, then try again. The service goes
          * on. */
         ACCEPT_FAILURE_BACK_OFF,
-        /* The socket itself is broken (EBADF, EINVAL, ENOTSOCK…). */
+        /* The socket itself is broken (EBADF, EINVAL, ENOTSOCK…): trying
+         * again fails again. Accepting on it stops, said once as an
+         * error; --accept, for which that is everything, stops. */
         ACCEPT_FAILURE_FATAL,
 };
-#define ACCEPT_BACK_OFF_USEC (100 * 1000)
+#define ACCEPT_BACK_OFF_USEC (100 * USEC_PER_MSEC)
 enum accept_failure accept_failure_of(int err);
+
+/* Called with each connection accept_each() takes (conn is the caller's
+ * to close); returns whether there is room for another. */
+typedef bool (*accept_fn)(int conn, const union sockaddr_any *peer, socklen_t peer_len, void *userdata);
+
+/* Accept on the non-blocking listen_fd (accept4() with flags) and hand
+ * each connection to fn, until the backlog is empty, fn has no room for
+ * more, or budget_usec passed (0: no budget; a flood from anyone allowed
+ * to connect must not hold the loop, see LOOP_WAKE_BUDGET_USEC). Failures
+ * that leave the next connection to take (ACCEPT_FAILURE_NEXT) are
+ * skipped. Returns 0 then, or -errno of a failure to act on: back off or
+ * stop, as accept_failure_of(-r) says. Does not log. */
+int accept_each(int listen_fd, int flags, uint64_t budget_usec, accept_fn fn, void *userdata);

@@ -70,14 +70,11 @@ static void set_remote(struct acceptor *a, const union sockaddr_any *peer, sockl
                 snprintf(a->remote_port, sizeof a->remote_port, "REMOTE_PORT=");
 }
 
-/* Returns 0, or -errno when accepting cannot go on. Out of fds or memory
- * it backs off (accept_failure_of()): the connection waits in the backlog
- * until a handler ends or ACCEPT_BACK_OFF_USEC passed, and the failure is
- * said once per spell, not once per try. */
-static int start_connection(struct acceptor *a, int listen_fd) {
-        union sockaddr_any peer;
-        socklen_t peer_len = sizeof peer;
-        struct bound_socket conn = { .name = "connection", .type = SOCK_STREAM };
+/* One connection per wake-up: then the loop hears signals and handlers'
+ * ends before the next. */
+static bool start_connection(int conn_fd, const union sockaddr_any *peer, socklen_t peer_len, void *userdata) {
+        struct acceptor *a = userdata;
+        struct bound_socket conn = { .fd = conn_fd, .name = "connection", .type = SOCK_STREAM };
         struct spawn_plan plan = {
                 .command = a->job->command,
                 .env = &a->env,
@@ -89,32 +86,15 @@ static int start_connection(struct acceptor *a, int listen_fd) {
         };
         pid_t pid;
 
-        conn.fd = accept4(listen_fd, &peer.sa, &peer_len, SOCK_CLOEXEC);
-        if (conn.fd < 0) {
-                int err = errno;
-
-                switch (accept_failure_of(err)) {
-                case ACCEPT_FAILURE_NEXT:
-                        return 0;
-                case ACCEPT_FAILURE_BACK_OFF:
-                        if (!a->out_of_fds)
-                                log_error_errno(err, "cannot accept a connection: %m; trying again as fds free up");
-                        a->out_of_fds = a->backing_off = true;
-                        return 0;
-                case ACCEPT_FAILURE_FATAL:
-                        break;
-                }
-                return -err;
-        }
         if (a->out_of_fds)
                 log_info("accepting connections again");
         a->out_of_fds = false;
-        set_remote(a, &peer, peer_len);
+        set_remote(a, peer, peer_len);
         pid = spawn_connection(&plan, a->path);
         close(conn.fd);
         if (pid < 0) {
                 log_error_errno((int) pid, "cannot start '%s': %m", a->job->command[0]);
-                return 0;
+                return false;
         }
         for (unsigned i = 0; i < a->config->max_connections; i++)
                 if (a->children[i] == 0) {
@@ -122,7 +102,7 @@ static int start_connection(struct acceptor *a, int listen_fd) {
                         a->running++;
                         break;
                 }
-        return 0;
+        return false;
 }
 
 static void on_signal(const struct signalfd_siginfo *si, struct signal_verdict v, void *userdata) {
@@ -153,8 +133,16 @@ static int on_listening(struct loop *l, int fd, uint32_t revents, void *userdata
 
         if (a->stopping || a->running >= a->config->max_connections)
                 return 0;
-        r = start_connection(a, fd);
-        if (r < 0) {
+        /* The connection's fd is COMMAND's stdin or fd 3: blocking. */
+        r = accept_each(fd, SOCK_CLOEXEC, 0, start_connection, a);
+        if (r < 0 && accept_failure_of(-r) == ACCEPT_FAILURE_BACK_OFF) {
+                /* The connection waits in the backlog until a handler
+                 * ends or ACCEPT_BACK_OFF_USEC passed; said once per
+                 * spell, not once per try. */
+                if (!a->out_of_fds)
+                        log_error_errno(r, "cannot accept a connection: %m; trying again as fds free up");
+                a->out_of_fds = a->backing_off = true;
+        } else if (r < 0) {
                 /* Stop as for SIGTERM, and say so once. */
                 a->error = log_error_errno(r, "cannot accept a connection: %m; stopping");
                 a->stopping = true;
@@ -249,7 +237,7 @@ int accept_run(struct job *job, struct outcome *ret) {
                 a.backing_off = false;
                 r = set_accepting(&a, !a.stopping && a.running < a.config->max_connections && !pause);
                 if (r >= 0)
-                        r = loop_dispatch_once(a.loop, pause ? (int) (ACCEPT_BACK_OFF_USEC / 1000) : -1);
+                        r = loop_dispatch_once(a.loop, pause ? (int) (ACCEPT_BACK_OFF_USEC / USEC_PER_MSEC) : -1);
                 if (r < 0) {
                         a.error = log_error_errno(r, "cannot wait for connections: %m");
                         a.stopping = true;

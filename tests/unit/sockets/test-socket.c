@@ -4,16 +4,19 @@
  * v6only), unix socket files (their mode whatever the umask, stale-socket
  * detection, abstract names), socket_release() removing only its own
  * file, and sockets_inherit() with prebind's own LISTEN_PID or another's.
- * Port 0 everywhere; each test in check's own process. */
+ * accept_each() and the accept(2) policy on a loopback listener. Port 0
+ * everywhere; each test in check's own process. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -619,10 +622,137 @@ START_TEST(test_inherit_own_socket) {
 }
 END_TEST
 
+/* ---- accept_each() and the accept(2) policy ----------------------------- */
+
+/* A non-blocking listener on 127.0.0.1, with n clients in its backlog
+ * (their fds in clients[], for the caller to close). */
+static int listener_with_clients(int *clients, size_t n) {
+        struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof addr;
+        int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+        ck_assert_int_ge(l, 0);
+        ck_assert_int_eq(bind(l, (struct sockaddr *) &addr, len), 0);
+        ck_assert_int_eq(listen(l, 16), 0);
+        ck_assert_int_eq(getsockname(l, (struct sockaddr *) &addr, &len), 0);
+        for (size_t i = 0; i < n; i++) {
+                clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                ck_assert_int_ge(clients[i], 0);
+                ck_assert_int_eq(connect(clients[i], (struct sockaddr *) &addr, len), 0);
+        }
+        return l;
+}
+
+static void close_all(int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                close(fds[i]);
+}
+
+struct taken {
+        size_t n;
+        size_t room; /* connections fn takes before it says no more */
+        useconds_t pause;
+};
+
+static bool take(int conn, const union sockaddr_any *peer, socklen_t peer_len, void *userdata) {
+        struct taken *t = userdata;
+
+        ck_assert_int_eq(peer->sa.sa_family, AF_INET);
+        ck_assert_int_eq(peer_len, sizeof(struct sockaddr_in));
+        ck_assert(fcntl(conn, F_GETFL) & O_NONBLOCK);
+        close(conn);
+        if (t->pause)
+                usleep(t->pause);
+        return ++t->n < t->room;
+}
+
+/* accept_each() with budget: it must end well; how many fn took so far. */
+static size_t taken_after(int l, uint64_t budget_usec, struct taken *t) {
+        ck_assert_int_eq(accept_each(l, SOCK_CLOEXEC | SOCK_NONBLOCK, budget_usec, take, t), 0);
+        return t->n;
+}
+
+START_TEST(test_accept_each_drains_the_backlog) {
+        int clients[3], l = listener_with_clients(clients, 3);
+        struct taken t = { .room = SIZE_MAX };
+
+        ck_assert_uint_eq(taken_after(l, 0, &t), 3);
+        /* Empty: EAGAIN is the end, not a failure. */
+        ck_assert_uint_eq(taken_after(l, 0, &t), 3);
+        close_all(clients, 3);
+        close(l);
+}
+END_TEST
+
+START_TEST(test_accept_each_stops_when_fn_has_no_room_or_the_budget_is_spent) {
+        int clients[3], l = listener_with_clients(clients, 3);
+        struct taken t = { .room = 1 };
+
+        ck_assert_uint_eq(taken_after(l, 0, &t), 1);
+        /* 1 ms per connection against a budget of 1 µs: one per call. */
+        t = (struct taken) { .room = SIZE_MAX, .pause = 1000 };
+        ck_assert_uint_eq(taken_after(l, 1, &t), 1);
+        ck_assert_uint_eq(taken_after(l, 1, &t), 2);
+        close_all(clients, 3);
+        close(l);
+}
+END_TEST
+
+START_TEST(test_accept_each_out_of_fds_backs_off_and_keeps_the_connection) {
+        int clients[1], l = listener_with_clients(clients, 1), lowest = dup(0);
+        struct taken t = { .room = SIZE_MAX };
+        struct rlimit saved, none;
+
+        /* No fd free for the connection: EMFILE, and it stays queued. */
+        ck_assert_int_ge(lowest, 0);
+        close(lowest);
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
+        none = (struct rlimit) { .rlim_cur = (rlim_t) lowest, .rlim_max = saved.rlim_max };
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &none), 0);
+        ck_assert_int_eq(accept_each(l, SOCK_CLOEXEC | SOCK_NONBLOCK, 0, take, &t), -EMFILE);
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
+        ck_assert_int_eq(accept_failure_of(EMFILE), ACCEPT_FAILURE_BACK_OFF);
+        ck_assert_uint_eq(t.n, 0);
+        ck_assert_uint_eq(taken_after(l, 0, &t), 1);
+        close_all(clients, 1);
+        close(l);
+}
+END_TEST
+
+START_TEST(test_accept_each_on_a_broken_socket_is_fatal) {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct taken t = { .room = SIZE_MAX };
+
+        /* Not listening: EINVAL, for ever. */
+        ck_assert_int_ge(s, 0);
+        ck_assert_int_eq(accept_each(s, SOCK_CLOEXEC, 0, take, &t), -EINVAL);
+        ck_assert_int_eq(accept_failure_of(EINVAL), ACCEPT_FAILURE_FATAL);
+        close(s);
+        ck_assert_int_eq(accept_each(s, SOCK_CLOEXEC, 0, take, &t), -EBADF);
+        ck_assert_int_eq(accept_failure_of(EBADF), ACCEPT_FAILURE_FATAL);
+        ck_assert_uint_eq(t.n, 0);
+}
+END_TEST
+
+START_TEST(test_accept_failure_of_each_class) {
+        static const int next[] = { EAGAIN, EINTR, ECONNABORTED, EPROTO, EPERM, ENETDOWN, ENETUNREACH };
+        static const int back_off[] = { EMFILE, ENFILE, ENOBUFS, ENOMEM };
+        static const int fatal[] = { EBADF, EINVAL, ENOTSOCK, EFAULT };
+
+        for (size_t i = 0; i < ARRAY_SIZE(next); i++)
+                ck_assert_int_eq(accept_failure_of(next[i]), ACCEPT_FAILURE_NEXT);
+        for (size_t i = 0; i < ARRAY_SIZE(back_off); i++)
+                ck_assert_int_eq(accept_failure_of(back_off[i]), ACCEPT_FAILURE_BACK_OFF);
+        for (size_t i = 0; i < ARRAY_SIZE(fatal); i++)
+                ck_assert_int_eq(accept_failure_of(fatal[i]), ACCEPT_FAILURE_FATAL);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("socket");
         TCase *inet = tcase_create("inet"), *unix_files = tcase_create("unix"), *release = tcase_create("release"),
-              *give_up = tcase_create("give-up"), *inherit = tcase_create("inherit");
+              *give_up = tcase_create("give-up"), *inherit = tcase_create("inherit"),
+              *accepting = tcase_create("accept");
 
         tcase_add_checked_fixture(inet, unit_dir_make, teardown);
         tcase_add_test(inet, test_tcp_port_0_listens_with_options);
@@ -657,5 +787,11 @@ int main(void) {
         tcase_add_test(inherit, test_inherit_with_anothers_listen_pid);
         tcase_add_test(inherit, test_inherit_own_socket);
         suite_add_tcase(s, inherit);
+        tcase_add_test(accepting, test_accept_each_drains_the_backlog);
+        tcase_add_test(accepting, test_accept_each_stops_when_fn_has_no_room_or_the_budget_is_spent);
+        tcase_add_test(accepting, test_accept_each_out_of_fds_backs_off_and_keeps_the_connection);
+        tcase_add_test(accepting, test_accept_each_on_a_broken_socket_is_fatal);
+        tcase_add_test(accepting, test_accept_failure_of_each_class);
+        suite_add_tcase(s, accepting);
         return unit_run(s);
 }
