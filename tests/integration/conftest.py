@@ -310,6 +310,13 @@ def environ_of(pid):
         return {}
 
 
+def cpu_seconds(pid):
+    """User and system time pid has spent, in seconds (a spin shows)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)

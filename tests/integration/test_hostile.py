@@ -29,8 +29,8 @@ import types
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, child_of, command_child, environ_of, pid_alive, public_prebind, run, \
-    wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, child_of, command_child, cpu_seconds, environ_of, pid_alive, \
+    public_prebind, run, wait_for
 
 NOBODY = 65534
 WRAPPED = bool(os.environ.get("PREBIND_WRAPPER"))  # valgrind: fds and timing are not prebind's own
@@ -676,12 +676,6 @@ def test_fd_exhaustion_is_a_one_line_error_and_exit_125(tmp_path, mode):
                 os.unlink(work / "port")
         assert os.listdir(work) == [], f"ulimit -n {n} left {os.listdir(work)}"
     assert outcomes[4] == 125 and outcomes[23] == 7, outcomes
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @pytest.mark.skipif(WRAPPED, reason="a wrapper (valgrind) uses fds of its own")

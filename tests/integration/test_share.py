@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, public_prebind, server, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, cpu_seconds, pid_alive, public_prebind, server, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGIN_SRC = os.path.join(HERE, "..", "..", "python", "src")
@@ -451,3 +451,42 @@ def test_status_and_stop(runtime):
     out = subprocess.run([PREBIND, "--share=web", "--stop"], env=runtime, capture_output=True, text=True,
                          timeout=TIMEOUT)
     assert out.returncode == 0 and "not running" in out.stderr
+
+
+def test_out_of_fds_the_server_backs_off_and_accepts_later(runtime):
+    """The supervisor has no fd left for a caller's connection: EMFILE. It
+    neither spins on its listening socket nor stops (issue 21: the one
+    accept(2) policy of --accept and the forwarder): the caller waits in
+    the backlog, and once fds are free again it is served."""
+    if not shutil.which("prlimit"):
+        pytest.skip("needs prlimit (util-linux)")
+    a = holder(["--share=web", "--share-linger=infinity", "--print", "--", *HTTP], runtime)
+    first_line(a)
+    supervisor = supervisor_pid(runtime, "web")
+    a.terminate()
+    assert a.wait(timeout=TIMEOUT) == 0
+    # Every fd number below the lowest free one is taken: no new fd.
+    used = {int(fd) for fd in os.listdir(f"/proc/{supervisor}/fd")}
+    lowest_free = min(set(range(len(used) + 1)) - used)
+    subprocess.run(["prlimit", f"--pid={supervisor}", f"--nofile={lowest_free}:"], check=True, timeout=TIMEOUT)
+    caller = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        caller.connect(os.path.join(share_dir(runtime), "web.sock"))  # queued in the backlog
+        cpu_before, t0 = cpu_seconds(supervisor), time.monotonic()
+        time.sleep(1.0)
+        assert pid_alive(supervisor), "the server stopped"
+        spent = cpu_seconds(supervisor) - cpu_before
+        assert spent < 0.5 * (time.monotonic() - t0), f"the server spun: {spent:.2f} s of CPU in 1 s"
+        with open(os.path.join(share_dir(runtime), "web.log")) as f:
+            assert "--share: cannot accept: Too many open files" in f.read()
+        subprocess.run(["prlimit", f"--pid={supervisor}", "--nofile=1024:"], check=True, timeout=TIMEOUT)
+        # Accepting again: the caller, then --status behind it.
+        out = status(runtime, "web")
+        assert out.returncode == 0 and "web: running, ready;" in out.stdout, out
+    finally:
+        caller.close()
+        subprocess.run(["prlimit", f"--pid={supervisor}", "--nofile=1024:"], timeout=TIMEOUT)
+    out = subprocess.run([PREBIND, "--share=web", "--stop"], env=runtime, capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert out.returncode == 0, out
+    gone(runtime, [*pids(runtime), supervisor], bound=LINGER + 1.0)
