@@ -88,10 +88,6 @@ int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards,
         return 0;
 }
 
-bool netns_job_forwards(const struct netns_job *j) {
-        return j && j->n_intercepts > 0;
-}
-
 int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata) {
         j->loop = loop;
         j->ready = ready;

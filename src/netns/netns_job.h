@@ -34,8 +34,6 @@ struct netns_forward {
 };
 int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards, size_t n, unsigned max_connections,
                       uint64_t wait_usec);
-/* Does it forward (and so publish only once every port accepts inside)? */
-bool netns_job_forwards(const struct netns_job *j);
 
 /* Forward on loop; ready(userdata) is called when every intercepted port
  * of the running COMMAND accepts. Detach before the loop is freed. */
