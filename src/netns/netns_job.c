@@ -157,6 +157,7 @@ int netns_job_socket(const struct netns_job *j, int family, int type, int *ret_f
 static void probe_done(void *userdata, int result) {
         struct intercepted *in = userdata;
         struct netns_job *j = in->job;
+        int r;
 
         port_probe_free(in->probe);
         in->probe = NULL;
@@ -170,8 +171,9 @@ static void probe_done(void *userdata, int result) {
                   result == AF_INET6 ? "[::1]" : "127.0.0.1");
         in->ready = true;
         forwarder_prefer_family(in->forwarder, result);
-        if (forwarder_start(in->forwarder) < 0)
-                log_error_errno(ENOMEM, "cannot accept on the intercepted socket: %m");
+        r = forwarder_start(in->forwarder);
+        if (r < 0)
+                log_error_errno(r, "cannot accept on the intercepted socket: %m");
         if (--j->n_waiting == 0)
                 j->ready(j->userdata);
 }
