@@ -209,7 +209,7 @@ pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {
         /* fork(), not vfork(): with vfork() the parent waits for each
          * exec, and accepting stalls that long (bench/accept_rate: 0.8x
          * tcpserver with vfork, on par with fork). The dispositions are
-         * already the defaults (setup_signals()): only the mask needs
+         * already the defaults (signals_block_all()): only the mask needs
          * clearing. The child stays async-signal-safe all the same. */
         pid = fork();
         if (pid != 0)
