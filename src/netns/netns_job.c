@@ -49,6 +49,11 @@ int netns_job_new(const struct bound_socket *sockets, struct netns_job **ret) {
         return 0;
 }
 
+/* The supervisor's child joins through this façade, not netns.h. */
+int netns_job_enter(int net_fd, int user_fd) {
+        return netns_enter(net_fd, user_fd);
+}
+
 int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards, size_t n, unsigned max_connections,
                       uint64_t wait_usec) {
         const struct bound_socket *sockets = j->sockets;

@@ -43,13 +43,18 @@ typedef void (*netns_job_ready_fn)(void *userdata);
 int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata);
 void netns_job_detach(struct netns_job *j);
 
-/* The namespace a new COMMAND joins (netns_enter(), between fork and
+/* The namespace a new COMMAND joins (netns_job_enter(), between fork and
  * exec): owned by the job, valid until the next netns_job_prepare() or
  * netns_job_stopped(). */
 struct netns_join {
         int net_fd;
         int user_fd; /* -1 as root */
 };
+
+/* In COMMAND's child, before exec: join the namespace of a
+ * netns_job_prepare() (its user namespace first, when there is one).
+ * Async-signal-safe. 0 or -errno. */
+int netns_job_enter(int net_fd, int user_fd);
 
 /* Before a start: make the namespace, and say what COMMAND joins. Logs
  * why not: -errno. */

@@ -13,7 +13,7 @@
 #include "compat.h"
 #include "exitcode.h"
 #include "fd.h"
-#include "netns.h"
+#include "netns_job.h"
 #include "signals.h"
 #include "spawn.h"
 
@@ -128,7 +128,7 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                         setpgid(0, 0);
                 /* First, while the namespace fds are where they were
                  * opened: laying out the sockets may cover them. */
-                if (plan->join_netns && (err = -netns_enter(plan->net_fd, plan->user_fd)) > 0) {
+                if (plan->join_netns && (err = -netns_job_enter(plan->net_fd, plan->user_fd)) > 0) {
                         fprintf(stderr, "prebind: cannot enter the network namespace (--netns): %s\n", strerror(err));
                         _exit(EXIT_PREBIND_FAILED);
                 }
