@@ -135,17 +135,27 @@ static int setup_preload(struct intercept *i, const struct intercept_request *re
         return 0;
 }
 
-/* A bind is handed one socket: the same port twice for one socket type
- * could not tell which. (Forwarding may send two sockets, v4 and v6, to
- * one port inside.) */
-static int check_handover(const struct intercept_target *targets, size_t n) {
+int intercept_check_twice(const struct intercept_target *targets, size_t n, bool forwarded) {
         for (size_t i = 0; i < n; i++)
-                for (size_t k = 0; k < i; k++)
-                        if (targets[k].port == targets[i].port && targets[k].type == targets[i].type) {
-                                log_error("--intercept: port %u is intercepted twice for %s sockets",
-                                          (unsigned) targets[i].port, targets[i].type == SOCK_DGRAM ? "udp" : "tcp");
-                                return -EINVAL;
+                for (size_t k = 0; k < i; k++) {
+                        const struct intercept_target *a = &targets[k], *b = &targets[i];
+                        char what[128], why[128];
+
+                        if (forwarded ? a->fd != b->fd : (a->port != b->port || a->type != b->type))
+                                continue;
+                        if (forwarded) {
+                                (void) snprintf(what, sizeof what, "socket '%s'", b->name);
+                                (void) snprintf(why, sizeof why,
+                                                "(ports %u and %u: --netns forwards a socket to one port)",
+                                                (unsigned) a->port, (unsigned) b->port);
+                        } else {
+                                (void) snprintf(what, sizeof what, "port %u", (unsigned) b->port);
+                                (void) snprintf(why, sizeof why, "for %s sockets",
+                                                b->type == SOCK_DGRAM ? "udp" : "tcp");
                         }
+                        log_error("--intercept: %s is intercepted twice %s", what, why);
+                        return -EINVAL;
+                }
         return 0;
 }
 
@@ -176,7 +186,7 @@ int intercept_setup(const struct intercept_request *req, struct intercept **ret,
                         log_debug("--intercept: no seccomp (%s): trying the LD_PRELOAD interposer", no_seccomp);
                 }
         }
-        if ((r = check_handover(req->targets, req->n_targets)) < 0)
+        if ((r = intercept_check_twice(req->targets, req->n_targets, false)) < 0)
                 return r;
         if (!(i = calloc(1, sizeof *i)))
                 return log_oom();

@@ -45,6 +45,14 @@ struct intercept;
 int intercept_setup(const struct intercept_request *req, struct intercept **ret, const char **ret_no_handover);
 void intercept_free(struct intercept *i);
 
+/* Is a target intercepted twice, for the way it goes? Handed over, a
+ * bind() gets one socket: the same port twice for one socket type could
+ * not tell which. Forwarded (--netns, forwarded true), a socket goes to
+ * one port inside (and two sockets, v4 and v6, may go to one port).
+ * intercept_setup() checks its hand-over; the caller checks what it
+ * forwards. Logs which: -EINVAL; or 0. */
+int intercept_check_twice(const struct intercept_target *targets, size_t n, bool forwarded);
+
 /* What COMMAND's environment gets (the interposer's LD_PRELOAD and the
  * broker's address and ports; none with seccomp): *ret_n entries, owned
  * by i. */

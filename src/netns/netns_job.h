@@ -26,8 +26,9 @@ void netns_job_free(struct netns_job *j);
 /* --intercept-via=forward (or auto without seccomp): connections to
  * sockets[socket] are spliced to port inside the namespace, at most
  * max_connections at once per socket, each waiting wait_usec for the
- * server inside. Stream sockets only, one port per socket; logs what is
- * wrong: -EINVAL. */
+ * server inside. Stream sockets only (logs what is not: -EINVAL), one
+ * port per socket (the caller checks: forwarding could not tell which of
+ * two ports a connection is for). */
 struct netns_forward {
         size_t socket; /* index into the job's sockets */
         uint16_t port;

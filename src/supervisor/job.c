@@ -335,6 +335,8 @@ static int setup_forward(struct job *job, const struct intercept_target *targets
         struct netns_forward forwards[INTERCEPT_TARGETS_MAX];
         int r;
 
+        if ((r = intercept_check_twice(targets, c->n_intercepts, true)) < 0)
+                return r;
         for (size_t k = 0; k < c->n_intercepts; k++) {
                 forwards[k] = (struct netns_forward) { .port = targets[k].port };
                 while (job->sockets[forwards[k].socket].fd != targets[k].fd)
