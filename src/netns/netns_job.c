@@ -49,6 +49,11 @@ int netns_job_new(const struct bound_socket *sockets, struct netns_job **ret) {
         return 0;
 }
 
+/* The supervisor's child joins through this façade, not netns.h. */
+int netns_job_enter(int net_fd, int user_fd) {
+        return netns_enter(net_fd, user_fd);
+}
+
 int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards, size_t n, unsigned max_connections,
                       uint64_t wait_usec) {
         const struct bound_socket *sockets = j->sockets;
@@ -65,15 +70,6 @@ int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards,
 
                 *in = (struct intercepted) { .job = j, .socket = forwards[k].socket, .port = forwards[k].port };
                 j->n_intercepts++;
-                /* One socket, one port inside: forwarding cannot tell
-                 * which of two ports a connection is for. */
-                for (size_t m = 0; m < k; m++)
-                        if (j->intercepts[m].socket == in->socket) {
-                                log_error("--netns --intercept forwards a socket to one port: socket '%s' (fd %zu) "
-                                          "is intercepted twice",
-                                          sockets[in->socket].name, 3 + in->socket);
-                                return -EINVAL;
-                        }
                 (void) getsockopt(sockets[in->socket].fd, SOL_SOCKET, SO_TYPE, &type, &len);
                 len = sizeof listening;
                 (void) getsockopt(sockets[in->socket].fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
