@@ -71,8 +71,10 @@ static int run_shared(const struct config *config) {
 
         if (config->share.action != SHARE_ACTION_HOLD)
                 return share_query(&config->share);
-        if (config_describe(config, &description) < 0)
-                return log_oom(), EXIT_PREBIND_FAILED;
+        if (config_describe(config, &description) < 0) {
+                log_oom();
+                return EXIT_PREBIND_FAILED;
+        }
         r = share_enter(&config->share, description, &share);
         if (r < 0)
                 return EXIT_PREBIND_FAILED;

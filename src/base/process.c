@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -227,4 +229,51 @@ bool peer_descends_from(const struct peer *p, pid_t root) {
         /* The ids are read first: the walk's first step checks that pid
          * was still the peer's after that. */
         return pid > 1 && has_ids(pid, p->uid, p->gid) && pidfd_descends_from(p->pidfd, pid, root);
+}
+
+/* 0 if path is a regular file we may execute; -ENOENT or -EACCES. */
+static int executable(const char *path) {
+        struct stat st;
+
+        if (stat(path, &st) < 0)
+                return errno == EACCES ? -EACCES : -ENOENT;
+        if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
+                return -EACCES;
+        return 0;
+}
+
+int command_resolve(const char *name, char *const *envp, char **ret) {
+        const char *path = "/usr/local/bin:/usr/bin:/bin";
+        int r, err = -ENOENT;
+
+        if (strchr(name, '/')) {
+                r = executable(name);
+                if (r < 0)
+                        return r;
+                return (*ret = strdup(name)) ? 0 : -ENOMEM;
+        }
+        for (char *const *e = envp; e && *e; e++)
+                if (strncmp(*e, "PATH=", 5) == 0)
+                        path = *e + 5;
+        /* As execvp(3): the first executable file along PATH; if there is
+         * none, but one that exists, it could not be run (126). */
+        for (const char *dir = path;; dir++) {
+                const char *end = strchrnul(dir, ':');
+                char *candidate;
+
+                if (asprintf(&candidate, "%.*s%s%s", (int) (end - dir), dir, end == dir ? "" : "/", name) < 0)
+                        return -ENOMEM;
+                r = executable(candidate);
+                if (r == 0) {
+                        *ret = candidate;
+                        return 0;
+                }
+                if (r == -EACCES)
+                        err = r;
+                free(candidate);
+                if (!*end)
+                        break;
+                dir = end;
+        }
+        return err;
 }

@@ -69,3 +69,8 @@ bool peer_exited(const struct peer *p);
  * root must be a child not yet reaped (COMMAND): its number is then its
  * own. */
 bool peer_descends_from(const struct peer *p, pid_t root);
+
+/* Find COMMAND along the PATH of its environment envp, as execvp() would,
+ * once rather than per connection. Returns 0 and a new string, -ENOENT
+ * (not found) or -EACCES (found, not executable). */
+int command_resolve(const char *name, char *const *envp, char **ret);

@@ -54,7 +54,7 @@ struct broker {
         bool ticking;
         enum broker_listening listening;
         pid_t command;
-        struct broker_target targets[INTERCEPT_PORTS_MAX];
+        struct intercept_target targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
         struct pending pending[PENDING_MAX];
         size_t n_pending;
@@ -90,7 +90,7 @@ static int open_listener(struct broker *b) {
         return 0;
 }
 
-int broker_open(const struct broker_target *targets, size_t n, struct broker **ret) {
+int broker_open(const struct intercept_target *targets, size_t n, struct broker **ret) {
         struct broker *b;
         size_t len;
         int r;
@@ -208,7 +208,7 @@ static void reply(int conn, int error, uint32_t port, int fd) {
         (void) sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-static const struct broker_target *find_target(const struct broker *b, uint32_t port, int type) {
+static const struct intercept_target *find_target(const struct broker *b, uint32_t port, int type) {
         for (size_t i = 0; i < b->n_targets; i++)
                 if (b->targets[i].port == port && b->targets[i].type == type)
                         return &b->targets[i];
@@ -235,7 +235,7 @@ static const char *claim_refusal(const struct broker *b, const struct peer *peer
 }
 
 static void handle_claim(struct broker *b, int conn, const struct peer *peer, const struct intercept_request *req) {
-        const struct broker_target *t = find_target(b, req->port, req->type);
+        const struct intercept_target *t = find_target(b, req->port, req->type);
         union sockaddr_any addr;
         socklen_t len = sizeof addr;
         uint16_t port = 0;

@@ -7,27 +7,18 @@
 #include <sys/types.h>
 
 #include "loop.h"
+#include "target.h"
 
 /* The prebind side of --intercept: hands prebind's sockets to COMMAND's
  * interposer (src/intercept/) on request, and hears what else it bound.
  * See src/intercept/protocol.h for the wire format. */
 
-struct broker_target {
-        uint16_t port;    /* the port COMMAND binds */
-        int type;         /* SOCK_STREAM or SOCK_DGRAM: prebind's socket's */
-        int fd;           /* prebind's socket; the broker does not own it */
-        const char *name; /* its name, for messages */
-};
-
 struct broker;
-
-/* At most this many targets (src/intercept/match.h's list). */
-#define INTERCEPT_TARGETS_MAX 32
 
 /* A broker for n targets (at most INTERCEPT_PORTS_MAX), listening on a
  * private abstract unix socket with an unguessable name. Returns 0 or
  * -errno. The targets are copied; their fds must outlive the broker. */
-int broker_open(const struct broker_target *targets, size_t n, struct broker **ret);
+int broker_open(const struct intercept_target *targets, size_t n, struct broker **ret);
 void broker_free(struct broker *b);
 
 /* The variables COMMAND needs: "PREBIND_BROKER=@…" and

@@ -32,7 +32,7 @@ size_t claims_append(char *buf, size_t size, size_t len, const char *format, ...
         return len + (size_t) n < size ? len + (size_t) n : size - 1;
 }
 
-void claims_init(struct claims *c, const struct broker_target *targets, size_t n) {
+void claims_init(struct claims *c, const struct intercept_target *targets, size_t n) {
         *c = (struct claims) { .n = n };
         for (size_t i = 0; i < n; i++)
                 c->port[i] = (struct intercept_port) { .port = targets[i].port, .type = targets[i].type };

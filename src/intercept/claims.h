@@ -41,7 +41,7 @@ struct claims {
 };
 
 /* The ports of targets (n <= INTERCEPT_PORTS_MAX), none claimed. */
-void claims_init(struct claims *c, const struct broker_target *targets, size_t n);
+void claims_init(struct claims *c, const struct intercept_target *targets, size_t n);
 
 /* A new COMMAND: nothing claimed, nothing noted. */
 void claims_restart(struct claims *c);

@@ -125,7 +125,7 @@ _Static_assert(SC_FLAG_SPEC_ALLOW == SECCOMP_FILTER_FLAG_SPEC_ALLOW, "SPEC_ALLOW
 #define DECOYS_MAX 8
 
 struct target_state {
-        struct broker_target target;
+        struct intercept_target target;
         dev_t dev;
         ino_t ino;
         int family; /* of the bind that got it, once claimed (claims.claimed) */
@@ -293,7 +293,7 @@ const char *intercept_seccomp_why_not(int r) {
         }
 }
 
-int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigned flags,
+int intercept_seccomp_new(const struct intercept_target *targets, size_t n, unsigned flags,
                           struct intercept_seccomp **ret) {
         _cleanup_free_ struct intercept_seccomp *s = NULL;
 

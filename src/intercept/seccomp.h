@@ -42,7 +42,7 @@ const char *intercept_seccomp_why_not(int r);
 
 /* For n targets (their fds must outlive it), with the probe's flags.
  * Returns 0 or -errno. */
-int intercept_seccomp_new(const struct broker_target *targets, size_t n, unsigned flags,
+int intercept_seccomp_new(const struct intercept_target *targets, size_t n, unsigned flags,
                           struct intercept_seccomp **ret);
 void intercept_seccomp_free(struct intercept_seccomp *s);
 

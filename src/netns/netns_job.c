@@ -49,6 +49,11 @@ int netns_job_new(const struct bound_socket *sockets, struct netns_job **ret) {
         return 0;
 }
 
+/* The supervisor's child joins through this façade, not netns.h. */
+int netns_job_enter(int net_fd, int user_fd) {
+        return netns_enter(net_fd, user_fd);
+}
+
 int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards, size_t n, unsigned max_connections,
                       uint64_t wait_usec) {
         const struct bound_socket *sockets = j->sockets;
@@ -65,15 +70,6 @@ int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards,
 
                 *in = (struct intercepted) { .job = j, .socket = forwards[k].socket, .port = forwards[k].port };
                 j->n_intercepts++;
-                /* One socket, one port inside: forwarding cannot tell
-                 * which of two ports a connection is for. */
-                for (size_t m = 0; m < k; m++)
-                        if (j->intercepts[m].socket == in->socket) {
-                                log_error("--netns --intercept forwards a socket to one port: socket '%s' (fd %zu) "
-                                          "is intercepted twice",
-                                          sockets[in->socket].name, 3 + in->socket);
-                                return -EINVAL;
-                        }
                 (void) getsockopt(sockets[in->socket].fd, SOL_SOCKET, SO_TYPE, &type, &len);
                 len = sizeof listening;
                 (void) getsockopt(sockets[in->socket].fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
@@ -86,10 +82,6 @@ int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards,
                 }
         }
         return 0;
-}
-
-bool netns_job_forwards(const struct netns_job *j) {
-        return j && j->n_intercepts > 0;
 }
 
 int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata) {
@@ -161,6 +153,7 @@ int netns_job_socket(const struct netns_job *j, int family, int type, int *ret_f
 static void probe_done(void *userdata, int result) {
         struct intercepted *in = userdata;
         struct netns_job *j = in->job;
+        int r;
 
         port_probe_free(in->probe);
         in->probe = NULL;
@@ -174,8 +167,9 @@ static void probe_done(void *userdata, int result) {
                   result == AF_INET6 ? "[::1]" : "127.0.0.1");
         in->ready = true;
         forwarder_prefer_family(in->forwarder, result);
-        if (forwarder_start(in->forwarder) < 0)
-                log_error_errno(ENOMEM, "cannot accept on the intercepted socket: %m");
+        r = forwarder_start(in->forwarder);
+        if (r < 0)
+                log_error_errno(r, "cannot accept on the intercepted socket: %m");
         if (--j->n_waiting == 0)
                 j->ready(j->userdata);
 }

@@ -26,16 +26,15 @@ void netns_job_free(struct netns_job *j);
 /* --intercept-via=forward (or auto without seccomp): connections to
  * sockets[socket] are spliced to port inside the namespace, at most
  * max_connections at once per socket, each waiting wait_usec for the
- * server inside. Stream sockets only, one port per socket; logs what is
- * wrong: -EINVAL. */
+ * server inside. Stream sockets only (logs what is not: -EINVAL), one
+ * port per socket (the caller checks: forwarding could not tell which of
+ * two ports a connection is for). */
 struct netns_forward {
         size_t socket; /* index into the job's sockets */
         uint16_t port;
 };
 int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards, size_t n, unsigned max_connections,
                       uint64_t wait_usec);
-/* Does it forward (and so publish only once every port accepts inside)? */
-bool netns_job_forwards(const struct netns_job *j);
 
 /* Forward on loop; ready(userdata) is called when every intercepted port
  * of the running COMMAND accepts. Detach before the loop is freed. */
@@ -43,13 +42,18 @@ typedef void (*netns_job_ready_fn)(void *userdata);
 int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata);
 void netns_job_detach(struct netns_job *j);
 
-/* The namespace a new COMMAND joins (netns_enter(), between fork and
+/* The namespace a new COMMAND joins (netns_job_enter(), between fork and
  * exec): owned by the job, valid until the next netns_job_prepare() or
  * netns_job_stopped(). */
 struct netns_join {
         int net_fd;
         int user_fd; /* -1 as root */
 };
+
+/* In COMMAND's child, before exec: join the namespace of a
+ * netns_job_prepare() (its user namespace first, when there is one).
+ * Async-signal-safe. 0 or -errno. */
+int netns_job_enter(int net_fd, int user_fd);
 
 /* Before a start: make the namespace, and say what COMMAND joins. Logs
  * why not: -errno. */

@@ -373,11 +373,12 @@ static int setup_log(struct probes *p, const char *pattern) {
         int r;
 
         r = line_regex_compile(pattern, &p->re, error, sizeof error);
+        if (r == -EINVAL) {
+                log_error("--ready-log: '%s': %s (see --help)", log_shorten(pattern, quoted), error);
+                return -EINVAL;
+        }
         if (r < 0)
-                return r == -EINVAL
-                               ? (log_error("--ready-log: '%s': %s (see --help)", log_shorten(pattern, quoted), error),
-                                  -EINVAL)
-                               : log_error_errno(r, "out of memory");
+                return log_oom();
         p->log = true;
         log_debug("--ready-log: cost %llu per byte; lines matched on their first %zu bytes", line_regex_cost_of(p->re),
                   line_regex_prefix(p->re));

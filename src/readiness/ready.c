@@ -18,15 +18,15 @@
 
 struct readiness {
         struct readiness_options options;
-        const char *command;                       /* COMMAND's name, for messages */
-        unsigned conditions;                       /* enum ready_condition bits asked for */
-        unsigned pending;                          /* …of which these do not hold yet */
-        pid_t child;                               /* COMMAND; 0 between COMMANDs */
-        pid_t also;                                /* --reload=overlap: the serving one, heard but not counted; 0 */
-        struct notify_socket notify;               /* --ready: COMMAND's NOTIFY_SOCKET */
-        char *notify_entry;                        /* "NOTIFY_SOCKET=…" */
-        int timer_fd;                              /* the timeout; -1 when not waiting */
-        const struct readiness_claims_ops *claims; /* --intercept; NULL without */
+        const char *command;                   /* COMMAND's name, for messages */
+        unsigned conditions;                   /* enum ready_condition bits asked for */
+        unsigned pending;                      /* …of which these do not hold yet */
+        pid_t child;                           /* COMMAND; 0 between COMMANDs */
+        pid_t also;                            /* --reload=overlap: the serving one, heard but not counted; 0 */
+        struct notify_socket notify;           /* --ready: COMMAND's NOTIFY_SOCKET */
+        char *notify_entry;                    /* "NOTIFY_SOCKET=…" */
+        int timer_fd;                          /* the timeout; -1 when not waiting */
+        const struct claim_source_ops *claims; /* --intercept; NULL without */
         void *claims_object;
         struct loop *loop;
         readiness_callback callback;
@@ -106,7 +106,7 @@ void readiness_free(struct readiness *r) {
         free(r);
 }
 
-void readiness_add_claims(struct readiness *r, const struct readiness_claims_ops *ops, void *object) {
+void readiness_add_claims(struct readiness *r, const struct claim_source_ops *ops, void *object) {
         r->claims = ops;
         r->claims_object = object;
         r->conditions |= READY_CLAIMED;

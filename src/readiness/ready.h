@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "claim_source.h"
 #include "loop.h"
 #include "socket.h"
 
@@ -47,43 +48,17 @@ static inline bool readiness_options_wait(const struct readiness_options *o) {
 
 struct readiness;
 
-/* --intercept: COMMAND must claim its sockets. The check is intercept/'s
- * (the broker of the LD_PRELOAD interposer, or the seccomp listener); it
- * joins readiness through these calls on its object, which the
- * supervisor wires up (claiming.h). Each logs its own errors. */
-typedef void (*readiness_claims_served)(void *userdata);
-struct readiness_claims_ops {
-        /* Put its sources on loop, and call served(userdata) after each
-         * wake-up that served claims, until detach. Returns 0 or -errno. */
-        int (*attach)(void *object, struct loop *loop, readiness_claims_served served, void *userdata);
-        void (*detach)(void *object);
-        /* Serve what waits now, without blocking (before COMMAND is
-         * reaped: its last claims). Returns 0 or -errno. */
-        int (*dispatch)(void *object);
-        /* A new COMMAND (pid; command: its name, for messages): only it
-         * and its descendants may claim, and every socket must be claimed
-         * again. */
-        void (*set_command)(void *object, pid_t pid, const char *command);
-        /* COMMAND has been reaped: nobody may claim until the next one
-         * starts. NULL: nothing to do. */
-        void (*forget_command)(void *object);
-        /* Has every socket been claimed since set_command()? */
-        bool (*all_claimed)(const void *object);
-        /* Why not, in one phrase ("did not claim port 6379/tcp …"). */
-        void (*describe_unmet)(const void *object, char *buf, size_t size);
-        void (*free)(void *object);
-};
-
 /* What the options ask for (copied; the strings must outlive the
  * readiness), for COMMAND (its name, for messages); opens COMMAND's
  * notification socket for --ready. Returns 0 or -errno (nothing logged). */
 int readiness_new(const struct readiness_options *options, const char *command, struct readiness **ret);
 void readiness_free(struct readiness *r);
 
-/* --intercept: COMMAND must claim its sockets (READY_CLAIMED). The
+/* --intercept: COMMAND must claim its sockets (READY_CLAIMED), as the
+ * claim source of intercept/ says (claim_source.h). The
  * readiness takes the object over (ops->free frees it), puts it on the
  * loop, tells it each new COMMAND, and asks it what is missing. */
-void readiness_add_claims(struct readiness *r, const struct readiness_claims_ops *ops, void *object);
+void readiness_add_claims(struct readiness *r, const struct claim_source_ops *ops, void *object);
 
 /* --netns forwarding (netns_job.h): the intercepted ports accept inside
  * the namespace, as the supervisor reports with READY_PORTS. */

@@ -124,7 +124,8 @@ static int hold_loop(struct share *s, int signal_fd, const struct publish_option
                 if (poll(fds, ELEMENTSOF(fds), -1) < 0) {
                         if (errno == EINTR)
                                 continue;
-                        return log_error_errno(errno, "--share: cannot wait: %m"), EXIT_PREBIND_FAILED;
+                        log_error_errno(errno, "--share: cannot wait: %m");
+                        return EXIT_PREBIND_FAILED;
                 }
                 if (fds[1].revents || fds[2].revents)
                         return 0;
@@ -149,8 +150,10 @@ int share_hold(struct share *s, const struct publish_options *publish) {
         _cleanup_close_ int signal_fd = hold_signals();
         int r, status;
 
-        if (signal_fd < 0)
-                return log_error_errno(signal_fd, "--share: cannot block signals: %m"), EXIT_PREBIND_FAILED;
+        if (signal_fd < 0) {
+                log_error_errno(signal_fd, "--share: cannot block signals: %m");
+                return EXIT_PREBIND_FAILED;
+        }
         r = tie_to_parent();
         if (r == -ESRCH)
                 return 0;
@@ -159,8 +162,10 @@ int share_hold(struct share *s, const struct publish_options *publish) {
         r = share_send(s->conn_fd, &hold, NULL, s->description);
         /* A supervisor that ended at once (it could not bind) closed the
          * connection already: its SHARE_ENDED is still there to read. */
-        if (r < 0 && r != -EPIPE && r != -ECONNRESET)
-                return log_error_errno(r, "--share=%s: cannot attach: %m", s->options.name), EXIT_PREBIND_FAILED;
+        if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
+                log_error_errno(r, "--share=%s: cannot attach: %m", s->options.name);
+                return EXIT_PREBIND_FAILED;
+        }
         status = hold_loop(s, signal_fd, publish, &publication);
         publication_withdraw(&publication);
         return status;
@@ -210,11 +215,15 @@ int share_query(const struct share_options *o) {
                 printf("%s: not running\n", o->name);
                 return EXIT_NOT_RUNNING;
         }
-        if (r < 0)
-                return log_error_errno(r, "--share=%s: cannot connect: %m", o->name), EXIT_PREBIND_FAILED;
+        if (r < 0) {
+                log_error_errno(r, "--share=%s: cannot connect: %m", o->name);
+                return EXIT_PREBIND_FAILED;
+        }
         r = share_send(fd, &request, NULL, NULL);
-        if (r < 0)
-                return log_error_errno(r, "--share=%s: cannot ask: %m", o->name), EXIT_PREBIND_FAILED;
+        if (r < 0) {
+                log_error_errno(r, "--share=%s: cannot ask: %m", o->name);
+                return EXIT_PREBIND_FAILED;
+        }
         if (o->action == SHARE_ACTION_STOP)
                 return wait_stopped(fd);
         r = share_receive(fd, 0, &m);

@@ -69,6 +69,7 @@ static void drop_conn(struct share *s, int fd) {
 
 static void add_conn(struct share *s, int fd) {
         struct share_conn *grown;
+        int r;
 
         if (share_check_peer(fd) < 0) {
                 /* The directory is 0700: only root gets here. */
@@ -83,8 +84,8 @@ static void add_conn(struct share *s, int fd) {
                 return;
         }
         s->conns = grown;
-        if (s->loop && loop_add(s->loop, fd, EPOLLIN, on_conn, s) < 0) {
-                log_error_errno(errno, "--share: cannot watch a connection: %m");
+        if (s->loop && (r = loop_add(s->loop, fd, EPOLLIN, on_conn, s)) < 0) {
+                log_error_errno(r, "--share: cannot watch a connection: %m");
                 close(fd);
                 return;
         }

@@ -229,7 +229,10 @@ static int close_inherited(const struct share *s) {
 /* The supervisor, in its own session, with the log as its output and
  * nothing of its caller's: no terminal, no pipe a caller waits on. */
 static int become_supervisor(struct share *s, int *lock_fd) {
-        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        /* Each failed open's errno is kept at once: the open and the
+         * closes after it may set errno again before it is logged. */
+        int r = null < 0 ? -errno : 0;
 
         close(s->conn_fd);
         s->conn_fd = -1;
@@ -237,16 +240,21 @@ static int become_supervisor(struct share *s, int *lock_fd) {
          * caller's fd): it still names the same file, which is removed
          * only under the lock the caller holds. */
         s->lock_fd = open(s->paths.lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (s->lock_fd < 0 && r == 0)
+                r = -errno;
         close(TAKE_FD(*lock_fd));
-        if (null < 0 || s->lock_fd < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(s->log_fd, STDOUT_FILENO) < 0 ||
-            dup2(s->log_fd, STDERR_FILENO) < 0)
-                return log_error_errno(errno, "--share: cannot set up the supervisor: %m");
-        close(null);
+        if (r == 0 &&
+            (dup2(null, STDIN_FILENO) < 0 || dup2(s->log_fd, STDOUT_FILENO) < 0 || dup2(s->log_fd, STDERR_FILENO) < 0))
+                r = -errno;
+        if (r < 0)
+                return log_error_errno(r, "--share: cannot set up the supervisor: %m");
+        close(TAKE_FD(null));
         /* A manager of the caller's (systemd Type=notify) hears the
          * holder, which publishes; not the supervisor, which outlives it. */
         unsetenv("NOTIFY_SOCKET");
-        if (close_inherited(s) < 0)
-                return log_error_errno(errno, "--share: cannot close the caller's fds: %m");
+        r = close_inherited(s);
+        if (r < 0)
+                return log_error_errno(r, "--share: cannot close the caller's fds: %m");
         s->supervisor_pid = getpid();
         return SHARE_ROLE_SUPERVISOR;
 }

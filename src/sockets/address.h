@@ -32,7 +32,7 @@ struct listen_spec {
 /* Parse "[NAME=][tcp:|udp:|unix:]ADDRESS" (see prebind(1), ADDRESSES).
  * Returns 0 and fills *ret, or -EINVAL (bad syntax), -ERANGE (port out
  * of range), -ENAMETOOLONG (unix path too long), -ENODEV (unknown
- * interface in an IPv6 scope). *ret is untouched on failure. */
+ * interface in an IPv6 scope) or -ENOMEM. *ret is untouched on failure. */
 int listen_spec_parse(const char *text, struct listen_spec *ret);
 void listen_spec_done(struct listen_spec *spec);
 

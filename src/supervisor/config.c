@@ -228,8 +228,6 @@ static const char *listen_error(int r) {
                 return "unix socket path too long";
         case -ENODEV:
                 return "no such network interface";
-        case -ENOMEM:
-                return "out of memory";
         default:
                 return "invalid address";
         }
@@ -240,6 +238,8 @@ static int add_listen(struct config *c, const char *arg) {
         int r;
 
         r = listen_spec_parse(arg, &spec);
+        if (r == -ENOMEM)
+                return log_oom();
         if (r < 0)
                 return usage_error("--listen", arg, listen_error(r));
         grown = realloc(c->listens, (c->n_listens + 1) * sizeof *grown);

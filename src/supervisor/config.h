@@ -9,6 +9,7 @@
 
 #include "address.h"
 #include "format.h"
+#include "intercept.h"
 #include "publish.h"
 #include "ready.h"
 #include "share.h"
@@ -19,14 +20,6 @@ struct intercept_spec {
         char *name;                /* NULL: the first socket */
         uint16_t port;             /* 1-65535; 0 with a template */
         const char *port_template; /* "{port}", "{NAME.port}": expanded with the sockets; NULL */
-};
-
-/* --intercept-via: how COMMAND's bind() is caught. */
-enum intercept_via {
-        INTERCEPT_VIA_AUTO,    /* seccomp where the kernel allows it, else preload (forward with --netns) */
-        INTERCEPT_VIA_SECCOMP, /* seccomp user notification (intercept/seccomp.c) */
-        INTERCEPT_VIA_PRELOAD, /* the LD_PRELOAD interposer (intercept/preload.c, interpose.c) */
-        INTERCEPT_VIA_FORWARD, /* --netns only: connections spliced to PORT inside (netns/forward.c) */
 };
 
 enum restart_mode {

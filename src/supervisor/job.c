@@ -8,21 +8,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "broker.h"
-#include "claiming.h"
 #include "compat.h"
 #include "exitcode.h"
 #include "format.h"
 #include "guard.h"
+#include "intercept.h"
 #include "job.h"
 #include "log.h"
 #include "macro.h"
 #include "netns_job.h"
 #include "notify.h"
 #include "parse.h"
-#include "preload.h"
 #include "ready.h"
-#include "seccomp.h"
 #include "share.h"
 #include "signals.h"
 #include "template.h"
@@ -295,7 +292,7 @@ static int intercept_port(const struct job *job, const struct intercept_spec *sp
 
 /* --intercept: the socket each PORT gets, the one resolution for every
  * --intercept-via (NAME, the template, an IP socket). */
-static int intercept_targets(const struct job *job, struct broker_target *targets) {
+static int intercept_targets(const struct job *job, struct intercept_target *targets) {
         const struct config *c = job->config;
 
         for (size_t i = 0; i < c->n_intercepts; i++) {
@@ -321,7 +318,7 @@ static int intercept_targets(const struct job *job, struct broker_target *target
                                   port, sock->name);
                         return -EINVAL;
                 }
-                targets[i] = (struct broker_target) {
+                targets[i] = (struct intercept_target) {
                         .port = port,
                         .type = sock->type,
                         .fd = sock->fd,
@@ -331,94 +328,15 @@ static int intercept_targets(const struct job *job, struct broker_target *target
         return 0;
 }
 
-/* --intercept through seccomp: the filter goes into each COMMAND's
- * process before exec (spawn.c), its listener onto the loop (ready.c). */
-static int setup_seccomp(struct job *job, const struct broker_target *targets, unsigned flags) {
-        int r = intercept_seccomp_new(targets, job->config->n_intercepts, flags, &job->seccomp);
-
-        if (r < 0)
-                return log_error_errno(r, "--intercept: cannot prepare the seccomp filter: %m");
-        readiness_add_claims(job->readiness, &seccomp_claims_ops, job->seccomp);
-        log_debug("--intercept: COMMAND's bind() calls come to prebind through seccomp user notification");
-        return 0;
-}
-
-/* --intercept: the broker that hands the sockets over, the interposer in
- * COMMAND's LD_PRELOAD, and a claim as a readiness condition. COMMAND is
- * checked first: one that no LD_PRELOAD reaches would leave its clients
- * hanging on a socket nobody accepts on, so it is not started at all. */
-static int setup_preload(struct job *job, const struct broker_target *targets, const char *no_seccomp) {
-        const struct config *c = job->config;
-        _cleanup_free_ char *path = NULL, *library = NULL;
-        const char *reason = NULL, *existing;
-        struct broker *broker;
-        int r;
-
-        /* Not found or not executable: left to exec, which reports 126/127. */
-        if (command_resolve(job->command[0], environ, &path) >= 0 && preload_check_program(path, &reason) < 0) {
-                if (no_seccomp)
-                        log_error("--intercept: '%s' %s, and seccomp cannot catch its bind(): %s", path, reason,
-                                  no_seccomp);
-                else
-                        log_error("--intercept: '%s' %s", path, reason);
-                return -EPERM;
-        }
-        r = preload_library_find(&library);
-        if (r < 0)
-                return log_error_errno(r,
-                                       "--intercept: cannot find libprebind-intercept.so beside '%s' "
-                                       "(set PREBIND_INTERCEPT_LIBRARY)%s%s",
-                                       program_invocation_name,
-                                       no_seccomp ? ", and seccomp cannot catch its bind(): " : "",
-                                       no_seccomp ? no_seccomp : "");
-        /* Appended to the user's LD_PRELOAD: the last -E LD_PRELOAD=…, or
-         * prebind's own. */
-        existing = getenv("LD_PRELOAD");
-        for (size_t i = 0; i < job->n_setenv; i++)
-                if (strncmp(job->setenv[i], "LD_PRELOAD=", strlen("LD_PRELOAD=")) == 0)
-                        existing = job->setenv[i] + strlen("LD_PRELOAD=");
-        r = preload_env_entry(existing, library, &job->setenv[job->n_setenv]);
-        if (r == -EINVAL) {
-                log_error("--intercept: the library path '%s' holds a space or ':', which LD_PRELOAD cannot take",
-                          library);
-                return r;
-        }
-        if (r < 0)
-                return log_oom();
-        job->n_setenv++;
-
-        r = broker_open(targets, c->n_intercepts, &broker);
-        if (r < 0)
-                return log_error_errno(r, "--intercept: cannot open the broker socket: %m");
-        readiness_add_claims(job->readiness, &broker_claims_ops, broker);
-        if (!(job->setenv[job->n_setenv++] = strdup(broker_env_address(broker))) ||
-            !(job->setenv[job->n_setenv++] = strdup(broker_env_ports(broker))))
-                return log_oom();
-        log_debug("--intercept: COMMAND's bind() calls come to prebind through the LD_PRELOAD interposer");
-        return 0;
-}
-
-/* A bind is handed one socket: the same port twice for one socket type
- * could not tell which. (Forwarding may send two sockets, v4 and v6, to
- * one port inside.) */
-static int check_handover(const struct broker_target *targets, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                for (size_t k = 0; k < i; k++)
-                        if (targets[k].port == targets[i].port && targets[k].type == targets[i].type) {
-                                log_error("--intercept: port %u is intercepted twice for %s sockets",
-                                          (unsigned) targets[i].port, targets[i].type == SOCK_DGRAM ? "udp" : "tcp");
-                                return -EINVAL;
-                        }
-        return 0;
-}
-
 /* --netns without a hand-over: each connection spliced to PORT inside
  * the namespace (netns/forward.c), published once every PORT accepts. */
-static int setup_forward(struct job *job, const struct broker_target *targets, const char *no_seccomp) {
+static int setup_forward(struct job *job, const struct intercept_target *targets, const char *no_seccomp) {
         const struct config *c = job->config;
         struct netns_forward forwards[INTERCEPT_TARGETS_MAX];
         int r;
 
+        if ((r = intercept_check_twice(targets, c->n_intercepts, true)) < 0)
+                return r;
         for (size_t k = 0; k < c->n_intercepts; k++) {
                 forwards[k] = (struct netns_forward) { .port = targets[k].port };
                 while (job->sockets[forwards[k].socket].fd != targets[k].fd)
@@ -437,14 +355,17 @@ static int setup_forward(struct job *job, const struct broker_target *targets, c
         return 0;
 }
 
-/* --intercept-via: seccomp where the kernel allows it (probed: another
- * listener in the tree, an old kernel, a policy), else the interposer,
- * or with --netns the forwarder. */
+/* --intercept: intercept/ hands the sockets over (its claims join the
+ * readiness, its variables COMMAND's environment); where it cannot, with
+ * --netns, the forwarder. */
 static int setup_intercept(struct job *job) {
         const struct config *c = job->config;
-        struct broker_target targets[INTERCEPT_TARGETS_MAX];
-        const char *no_seccomp = NULL;
-        unsigned flags = 0;
+        struct intercept_target targets[INTERCEPT_TARGETS_MAX];
+        const struct claim_source_ops *ops;
+        const char *no_handover = NULL;
+        char *const *env;
+        void *object;
+        size_t n_env;
         int r;
 
         if (c->n_intercepts == 0)
@@ -471,20 +392,28 @@ static int setup_intercept(struct job *job) {
         }
         if (c->intercept_via == INTERCEPT_VIA_FORWARD)
                 return setup_forward(job, targets, NULL);
-        if (c->intercept_via != INTERCEPT_VIA_PRELOAD) {
-                r = intercept_seccomp_probe(&flags);
-                if (r >= 0)
-                        return check_handover(targets, c->n_intercepts) ?: setup_seccomp(job, targets, flags);
-                no_seccomp = intercept_seccomp_why_not(r);
-                if (c->intercept_via == INTERCEPT_VIA_SECCOMP) {
-                        log_error("--intercept-via=seccomp: cannot catch COMMAND's bind(): %s", no_seccomp);
-                        return r;
-                }
-                if (job->netns)
-                        return setup_forward(job, targets, no_seccomp);
-                log_debug("--intercept: no seccomp (%s): trying the LD_PRELOAD interposer", no_seccomp);
-        }
-        return check_handover(targets, c->n_intercepts) ?: setup_preload(job, targets, no_seccomp);
+        r = intercept_setup(
+                &(struct intercept_request) {
+                        .targets = targets,
+                        .n_targets = c->n_intercepts,
+                        .via = c->intercept_via,
+                        .can_forward = job->netns,
+                        .command = job->command[0],
+                        .setenv = job->setenv,
+                        .n_setenv = job->n_setenv,
+                },
+                &job->intercept, &no_handover);
+        if (r < 0)
+                return r;
+        if (!job->intercept)
+                return setup_forward(job, targets, no_handover);
+        intercept_claims(job->intercept, &ops, &object);
+        readiness_add_claims(job->readiness, ops, object);
+        env = intercept_env(job->intercept, &n_env);
+        for (size_t k = 0; k < n_env; k++)
+                if (!(job->setenv[job->n_setenv++] = strdup(env[k])))
+                        return log_oom();
+        return 0;
 }
 
 int job_setup(const struct config *config, struct job *ret) {
@@ -522,6 +451,7 @@ void job_done(struct job *job) {
         free(job->command);
         child_env_done(&job->env);
         readiness_free(job->readiness);
+        intercept_free(job->intercept);
         netns_job_free(job->netns);
         free(job->passed);
         if (job->signal_fd >= 0)
@@ -574,7 +504,7 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .n_sockets = job->n_passed,
                 .new_process_group = job->config->group,
                 .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
-                .seccomp = job->seccomp,
+                .intercept = job->intercept,
                 .death_signal = config_death_signal(job->config),
         };
 

@@ -14,7 +14,7 @@
 struct readiness;
 struct netns_job;
 struct guard;
-struct intercept_seccomp;
+struct intercept;
 struct share;
 
 /* How COMMAND (or the job) ended, as the modes saw it. main() alone turns
@@ -46,7 +46,7 @@ struct job {
         struct guard *guard;         /* stops COMMAND if prebind is killed; NULL: none */
         struct bound_socket *passed; /* what COMMAND gets: the sockets less the intercepted */
         size_t n_passed;
-        struct intercept_seccomp *seccomp; /* --intercept via seccomp; the readiness owns it */
+        struct intercept *intercept; /* --intercept's hand-over (its claims: the readiness's); NULL: none */
         struct publication publication;
         bool published;
         int signal_fd;       /* the supervised modes' signalfd; -1 */

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "compat.h"
 #include "exitcode.h"
 #include "fd.h"
-#include "netns.h"
+#include "intercept.h"
+#include "netns_job.h"
 #include "signals.h"
 #include "spawn.h"
 
@@ -117,8 +117,8 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 return r;
         }
         if (pid == 0) {
-                int seccomp_fd = plan->seccomp ? intercept_seccomp_child_socket(plan->seccomp) : -1;
-                int *keep[] = { &gate[0], &error[1], &seccomp_fd };
+                int intercept_fd = intercept_child_fd(plan->intercept);
+                int *keep[] = { &gate[0], &error[1], &intercept_fd };
                 char go;
                 int err;
 
@@ -128,7 +128,7 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                         setpgid(0, 0);
                 /* First, while the namespace fds are where they were
                  * opened: laying out the sockets may cover them. */
-                if (plan->join_netns && (err = -netns_enter(plan->net_fd, plan->user_fd)) > 0) {
+                if (plan->join_netns && (err = -netns_job_enter(plan->net_fd, plan->user_fd)) > 0) {
                         fprintf(stderr, "prebind: cannot enter the network namespace (--netns): %s\n", strerror(err));
                         _exit(EXIT_PREBIND_FAILED);
                 }
@@ -140,15 +140,12 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 if ((plan->stdout_fd > 0 && dup2(plan->stdout_fd, STDOUT_FILENO) < 0) ||
                     (plan->stderr_fd > 0 && dup2(plan->stderr_fd, STDERR_FILENO) < 0))
                         _exit(EXIT_PREBIND_FAILED);
-                if (prepare_child(plan, keep, plan->seccomp ? 3 : 2) < 0) {
+                if (prepare_child(plan, keep, intercept_fd >= 0 ? 3 : 2) < 0) {
                         fprintf(stderr, "prebind: cannot pass the sockets: %s\n", strerror(errno));
                         _exit(EXIT_PREBIND_FAILED);
                 }
-                if (plan->seccomp && (err = -intercept_seccomp_child(plan->seccomp, seccomp_fd)) > 0) {
-                        fprintf(stderr, "prebind: cannot install the seccomp filter (--intercept): %s\n",
-                                intercept_seccomp_why_not(-err));
+                if (intercept_child(plan->intercept, intercept_fd) < 0)
                         _exit(EXIT_PREBIND_FAILED);
-                }
                 /* Wait for the parent to publish; EOF without the byte means
                  * it gave up (publishing failed, or it died). */
                 if (read(gate[0], &go, 1) != 1)
@@ -209,7 +206,7 @@ pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {
         /* fork(), not vfork(): with vfork() the parent waits for each
          * exec, and accepting stalls that long (bench/accept_rate: 0.8x
          * tcpserver with vfork, on par with fork). The dispositions are
-         * already the defaults (setup_signals()): only the mask needs
+         * already the defaults (signals_block_all()): only the mask needs
          * clearing. The child stays async-signal-safe all the same. */
         pid = fork();
         if (pid != 0)
@@ -231,53 +228,6 @@ pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {
         r = errno;
         write_error("cannot run", plan->command[0], r);
         _exit(exec_error_to_status(r));
-}
-
-/* 0 if path is a regular file we may execute; -ENOENT or -EACCES. */
-static int executable(const char *path) {
-        struct stat st;
-
-        if (stat(path, &st) < 0)
-                return errno == EACCES ? -EACCES : -ENOENT;
-        if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
-                return -EACCES;
-        return 0;
-}
-
-int command_resolve(const char *name, char *const *envp, char **ret) {
-        const char *path = "/usr/local/bin:/usr/bin:/bin";
-        int r, err = -ENOENT;
-
-        if (strchr(name, '/')) {
-                r = executable(name);
-                if (r < 0)
-                        return r;
-                return (*ret = strdup(name)) ? 0 : -ENOMEM;
-        }
-        for (char *const *e = envp; e && *e; e++)
-                if (strncmp(*e, "PATH=", 5) == 0)
-                        path = *e + 5;
-        /* As execvp(3): the first executable file along PATH; if there is
-         * none, but one that exists, it could not be run (126). */
-        for (const char *dir = path;; dir++) {
-                const char *end = strchrnul(dir, ':');
-                char *candidate;
-
-                if (asprintf(&candidate, "%.*s%s%s", (int) (end - dir), dir, end == dir ? "" : "/", name) < 0)
-                        return -ENOMEM;
-                r = executable(candidate);
-                if (r == 0) {
-                        *ret = candidate;
-                        return 0;
-                }
-                if (r == -EACCES)
-                        err = r;
-                free(candidate);
-                if (!*end)
-                        break;
-                dir = end;
-        }
-        return err;
 }
 
 int spawn_prepare_in_place(const struct spawn_plan *plan) {

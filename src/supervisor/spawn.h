@@ -6,8 +6,9 @@
 #include <sys/types.h>
 
 #include "env.h"
-#include "seccomp.h"
 #include "socket.h"
+
+struct intercept;
 
 /* Where COMMAND finds its sockets. */
 enum socket_passing {
@@ -38,9 +39,9 @@ struct spawn_plan {
         bool join_netns;
         int net_fd;
         int user_fd;
-        /* --intercept via seccomp: the filter is installed last, after
-         * the fd layout, and its listener sent to prebind; NULL without. */
-        const struct intercept_seccomp *seccomp;
+        /* --intercept: the hand-over's part of the child comes last,
+         * after the fd layout (intercept_child()); NULL without. */
+        const struct intercept *intercept;
 };
 
 /* A child forked by spawn_child(), waiting at its gate: the two pipes
@@ -72,11 +73,6 @@ void spawn_abandon(struct spawned *s);
  * command_resolve(). Signal dispositions must be the defaults already.
  * Returns its pid or -errno. */
 pid_t spawn_connection(const struct spawn_plan *plan, const char *path);
-
-/* Find COMMAND along the PATH of its environment envp, as execvp() would,
- * once rather than per connection. Returns 0 and a new string, -ENOENT
- * (not found) or -EACCES (found, not executable). */
-int command_resolve(const char *name, char *const *envp, char **ret);
 
 /* --exec: become COMMAND. First lay out the fds, signals and environment
  * in prebind itself (-errno: prebind's failure, such as running out of

@@ -283,7 +283,7 @@ static int start_command(struct supervisor *s) {
                 return log_error_errno(r, "cannot create the pipes for --ready-log: %m");
         plan = job_spawn_plan(s->job);
 
-        /* setup_signals() made every disposition the default. */
+        /* signals_block_all() made every disposition the default. */
         plan.dispositions_are_default = true;
         if (s->job->netns && (r = prepare_netns(s, &plan)) < 0)
                 return r;

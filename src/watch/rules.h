@@ -31,7 +31,8 @@ bool watch_ignored(const char *const *globs, size_t n, bool defaults, const char
 
 /* Debounce: a change at now_usec, the first of the burst at first_usec.
  * The reload is due delay_usec after the last change, but no later than
- * WATCH_SETTLE_MAX (or 10 × delay, if longer) after the first: a tree
- * that never stops changing (a build writing into it) still reloads. */
+ * WATCH_SETTLE_MAX_USEC (or 10 × delay, if longer) after the first: a
+ * tree that never stops changing (a build writing into it) still
+ * reloads. */
 #define WATCH_SETTLE_MAX_USEC USEC_PER_SEC
 uint64_t watch_due(uint64_t first_usec, uint64_t now_usec, uint64_t delay_usec);

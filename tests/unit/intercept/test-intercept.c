@@ -361,7 +361,7 @@ static unsigned bound_port(int fd) {
 
 static void broker_setup(void) {
         struct sockaddr_in lo = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        struct broker_target targets[2];
+        struct intercept_target targets[2];
 
         fx.tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         fx.udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -370,8 +370,8 @@ static void broker_setup(void) {
         ck_assert_int_eq(bind(fx.udp, (struct sockaddr *) &lo, sizeof lo), 0);
         fx.tcp_port = bound_port(fx.tcp);
         fx.udp_port = bound_port(fx.udp);
-        targets[0] = (struct broker_target) { .port = WANTED, .type = SOCK_STREAM, .fd = fx.tcp, .name = "http" };
-        targets[1] = (struct broker_target) { .port = WANTED, .type = SOCK_DGRAM, .fd = fx.udp, .name = "dns" };
+        targets[0] = (struct intercept_target) { .port = WANTED, .type = SOCK_STREAM, .fd = fx.tcp, .name = "http" };
+        targets[1] = (struct intercept_target) { .port = WANTED, .type = SOCK_DGRAM, .fd = fx.udp, .name = "dns" };
         ck_assert_int_eq(broker_open(targets, 2, &fx.broker), 0);
         ck_assert_int_eq(loop_new(&fx.loop), 0);
         ck_assert_int_eq(broker_attach(fx.broker, fx.loop, NULL, NULL), 0);
@@ -616,7 +616,7 @@ static void on_readiness(enum readiness_event event, void *userdata) {
 static struct readiness_calls run_with_readiness(const char *scenario, uint64_t timeout_usec, char *why,
                                                  size_t why_size) {
         struct readiness_options options = { .timeout_usec = timeout_usec };
-        struct broker_target targets[] = {
+        struct intercept_target targets[] = {
                 { .port = WANTED, .type = SOCK_STREAM, .fd = fx.tcp, .name = "http" },
                 { .port = WANTED, .type = SOCK_DGRAM, .fd = fx.udp, .name = "dns" },
         };

@@ -217,7 +217,7 @@ static void answered(void *userdata) {
  * without it (the restarted-bind answer is what saves Go there). */
 START_TEST(test_whole_path) {
         struct intercept_seccomp *s = NULL;
-        struct broker_target target;
+        struct intercept_target target;
         struct timespec start, now;
         struct loop *loop;
         unsigned flags = 0, n_answered = 0;
@@ -233,7 +233,7 @@ START_TEST(test_whole_path) {
         ours = port_of(listening);
         ck_assert_int_ge(listening, 0);
         ck_assert_int_eq(listen(listening, 8), 0);
-        target = (struct broker_target) { .port = PORT, .type = SOCK_STREAM, .fd = listening, .name = "t" };
+        target = (struct intercept_target) { .port = PORT, .type = SOCK_STREAM, .fd = listening, .name = "t" };
         ck_assert_int_eq(intercept_seccomp_new(&target, 1, flags, &s), 0);
         ck_assert_int_eq(loop_new(&loop), 0);
         ck_assert_int_eq(intercept_seccomp_attach(s, loop, answered, &n_answered), 0);
@@ -270,7 +270,7 @@ END_TEST
 
 START_TEST(test_unmet_names_what_was_bound) {
         struct intercept_seccomp *s = NULL;
-        struct broker_target target = { .port = PORT, .type = SOCK_DGRAM, .fd = STDIN_FILENO, .name = "t" };
+        struct intercept_target target = { .port = PORT, .type = SOCK_DGRAM, .fd = STDIN_FILENO, .name = "t" };
         char why[256];
 
         ck_assert_int_eq(intercept_seccomp_new(&target, 1, 0, &s), 0);

@@ -6,7 +6,7 @@
 #include "log.h"
 #include "seccomp.h"
 
-static int broker_claims_attach(void *b, struct loop *loop, readiness_claims_served served, void *userdata) {
+static int broker_claims_attach(void *b, struct loop *loop, claim_source_served served, void *userdata) {
         return broker_attach(b, loop, served, userdata);
 }
 
@@ -39,7 +39,7 @@ static void broker_claims_free(void *b) {
         broker_free(b);
 }
 
-const struct readiness_claims_ops broker_claims_ops = {
+const struct claim_source_ops broker_claims_ops = {
         .attach = broker_claims_attach,
         .detach = broker_claims_detach,
         .dispatch = broker_claims_dispatch,
@@ -50,7 +50,7 @@ const struct readiness_claims_ops broker_claims_ops = {
         .free = broker_claims_free,
 };
 
-static int seccomp_claims_attach(void *s, struct loop *loop, readiness_claims_served served, void *userdata) {
+static int seccomp_claims_attach(void *s, struct loop *loop, claim_source_served served, void *userdata) {
         return intercept_seccomp_attach(s, loop, served, userdata);
 }
 
@@ -85,7 +85,7 @@ static void seccomp_claims_free(void *s) {
 }
 
 /* A new listener comes with each COMMAND: nothing to forget. */
-const struct readiness_claims_ops seccomp_claims_ops = {
+const struct claim_source_ops seccomp_claims_ops = {
         .attach = seccomp_claims_attach,
         .detach = seccomp_claims_detach,
         .dispatch = seccomp_claims_dispatch,
