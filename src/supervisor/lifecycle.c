@@ -101,12 +101,25 @@ static struct lc_transition overlapping(enum lc_event event, const struct lc_fac
         }
 }
 
+/* --share's last holder left, or --stop: a shutdown that no signal came
+ * with, so none is forwarded: SIGTERM is what stops COMMAND, even one
+ * told to stop already. */
+static struct lc_transition stop_requested(enum lc_state state, const struct lc_facts *f) {
+        struct lc_transition t = transition(state, LC_SHUTDOWN, f);
+
+        if (lifecycle_has_child(state))
+                t.actions |= LC_ACT_TERMINATE;
+        return t;
+}
+
 static struct lc_transition transition(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
         struct lc_transition same = { state, 0 };
         bool live = state == LC_WAITING_READY || state == LC_RUNNING;
 
         if (state == LC_DONE)
                 return same;
+        if (event == LC_STOP_REQUEST)
+                return stop_requested(state, f);
         if (state == LC_OVERLAPPING)
                 return overlapping(event, f);
         switch (event) {
@@ -186,6 +199,7 @@ const char *lifecycle_event_name(enum lc_event event) {
                 [LC_READY] = "ready",
                 [LC_READY_TIMEOUT] = "ready-timeout",
                 [LC_SHUTDOWN] = "shutdown",
+                [LC_STOP_REQUEST] = "stop-request",
                 [LC_RESTART_REQUEST] = "restart-request",
                 [LC_KILL_TIMEOUT] = "kill-timeout",
                 [LC_RESTART_DUE] = "restart-due",

@@ -23,6 +23,7 @@ enum lc_event {
         LC_READY, /* every readiness condition holds */
         LC_READY_TIMEOUT,
         LC_SHUTDOWN,        /* SIGTERM, SIGINT, a terminal hangup */
+        LC_STOP_REQUEST,    /* --share: no holder is left, or --stop; as LC_SHUTDOWN, with no signal to forward */
         LC_RESTART_REQUEST, /* a reload request: SIGHUP (with --restart, --reload or --watch), --watch */
         LC_KILL_TIMEOUT,    /* --kill-after (or the not-ready grace) passed */
         LC_RESTART_DUE,     /* --restart-delay passed */

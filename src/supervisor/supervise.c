@@ -660,13 +660,10 @@ static void on_ports_ready(void *userdata) {
 }
 
 /* --share: no holder is left (after --share-linger), or --stop: as a
- * SIGTERM to prebind, which is forwarded (LC_SHUTDOWN sends none). */
+ * SIGTERM to prebind, though none came to forward (LC_STOP_REQUEST
+ * sends it). */
 static void on_share_stop(void *userdata) {
-        struct supervisor *s = userdata;
-
-        if (s->child > 0)
-                signal_command(s, SIGTERM);
-        on_event(s, LC_SHUTDOWN);
+        on_event(userdata, LC_STOP_REQUEST);
 }
 
 static void supervisor_done(struct supervisor *s) {

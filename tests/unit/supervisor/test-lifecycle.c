@@ -83,6 +83,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY_TIMEOUT] = X_TO(LC_NOT_READY,
                                           SAY_NOT_READY | STOP_READINESS | TERM | ARM_GRACE | TELL_STOPPING),
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, STOP_READINESS | TELL_STOPPING | ARM_KILL),
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, STOP_READINESS | TERM | TELL_STOPPING | ARM_KILL),
                 [LC_RESTART_REQUEST] = X_TO(LC_RESTARTING, STOP_READINESS | TERM | ARM_KILL),
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
@@ -95,6 +96,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, TELL_STOPPING | ARM_KILL),
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, TERM | TELL_STOPPING | ARM_KILL),
                 [LC_RESTART_REQUEST] = X_RELOADS,
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
@@ -107,6 +109,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, TELL_STOPPING | ARM_KILL),
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, TERM | TELL_STOPPING | ARM_KILL),
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_RESTARTING, KILL),
                 [LC_RESTART_DUE] = X_SAME,
@@ -119,6 +122,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_RELOAD_OVER(STOP_READINESS | PUBLISH | RETIRE_PREVIOUS),
                 [LC_READY_TIMEOUT] = X_RELOAD_OVER(SAY_NOT_READY | STOP_READINESS | DROP_NEXT),
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, STOP_READINESS | TELL_STOPPING | ARM_KILL | RETIRE_PREVIOUS),
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, STOP_READINESS | TERM | TELL_STOPPING | ARM_KILL | RETIRE_PREVIOUS),
                 [LC_RESTART_REQUEST] = X_QUEUES,
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
@@ -131,6 +135,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_DONE, TELL_STOPPING),
+                [LC_STOP_REQUEST] = X_TO(LC_DONE, TELL_STOPPING),
                 [LC_RESTART_REQUEST] = X_STARTS(COUNT_RESTART | START),
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_STARTS(COUNT_RESTART | START),
@@ -143,6 +148,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, TERM),
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_STOPPING, KILL),
                 [LC_RESTART_DUE] = X_SAME,
@@ -155,6 +161,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_TO(LC_NOT_READY, TERM),
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_NOT_READY, KILL),
                 [LC_RESTART_DUE] = X_SAME,
@@ -167,6 +174,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_SAME,
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_DONE, KILL_GROUP),
                 [LC_RESTART_DUE] = X_SAME,
@@ -179,6 +187,7 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_SAME,
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
@@ -381,6 +390,11 @@ START_TEST(test_readable_examples) {
                   (t.actions & LC_ACT_RETIRE_PREVIOUS));
         t = lifecycle_next(LC_OVERLAPPING, LC_PREVIOUS_EXITED, &overlap);
         ck_assert(t.state == LC_WAITING_READY && t.actions == 0);
+        /* --share's stop: SIGTERM, since no signal is forwarded for it. */
+        t = lifecycle_next(LC_RUNNING, LC_STOP_REQUEST, &none);
+        ck_assert(t.state == LC_STOPPING && (t.actions & LC_ACT_TERMINATE));
+        t = lifecycle_next(LC_RESTART_PENDING, LC_STOP_REQUEST, &none);
+        ck_assert(t.state == LC_DONE && t.actions == LC_ACT_TELL_STOPPING);
         /* Without a readiness check, or before the first is ready: a restart. */
         t = lifecycle_next(LC_RUNNING, LC_RESTART_REQUEST, &(struct lc_facts) { .overlap = true });
         ck_assert(t.state == LC_RESTARTING);
@@ -537,6 +551,21 @@ START_TEST(test_generations) {
 }
 END_TEST
 
+/* --share's last holder left, or --stop: a shutdown, and SIGTERM wherever
+ * a COMMAND runs, since no signal came to be forwarded. */
+START_TEST(test_stop_request_is_a_shutdown_with_sigterm) {
+        for (int s = 0; s < _LC_STATE_MAX; s++)
+                for (unsigned b = 0; b < N_FACTS; b++) {
+                        struct lc_facts f = facts_of(b);
+                        struct lc_transition t = lifecycle_next(s, LC_STOP_REQUEST, &f),
+                                             sh = lifecycle_next(s, LC_SHUTDOWN, &f);
+
+                        ck_assert(t.state == sh.state);
+                        ck_assert(t.actions == (sh.actions | (lifecycle_has_child(s) ? LC_ACT_TERMINATE : 0u)));
+                }
+}
+END_TEST
+
 START_TEST(test_start_failed_always_ends) {
         for (int s = 0; s < _LC_STATE_MAX; s++)
                 for (unsigned b = 0; b < N_FACTS; b++) {
@@ -596,6 +625,7 @@ int main(void) {
         tcase_add_test(inv, test_no_child_is_abandoned);
         tcase_add_test(inv, test_action_targets);
         tcase_add_test(inv, test_generations);
+        tcase_add_test(inv, test_stop_request_is_a_shutdown_with_sigterm);
         tcase_add_test(inv, test_start_failed_always_ends);
         tcase_add_test(inv, test_unknown_event_changes_nothing);
         suite_add_tcase(s, inv);
