@@ -74,11 +74,29 @@ enum {
         DROP_NEXT = LC_ACT_DROP_NEXT,
         QUEUE_RELOAD = LC_ACT_QUEUE_RELOAD,
         START_NEXT = LC_ACT_START_NEXT,
+        OPEN_GATE = LC_ACT_OPEN_GATE,
 };
 
 /* Rows: states; columns: events, in the order of enum lc_event. */
 static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
+        [LC_INIT] = {
+                [LC_BEGIN] = X_STARTS(START),
+                [LC_SPAWNED] = X_SAME,
+                [LC_READY] = X_SAME,
+                [LC_READY_TIMEOUT] = X_SAME,
+                [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_SAME,
+                [LC_RESTART_REQUEST] = X_SAME,
+                [LC_KILL_TIMEOUT] = X_SAME,
+                [LC_RESTART_DUE] = X_SAME,
+                [LC_EXITED] = X_SAME,
+                [LC_START_FAILED] = X_TO(LC_DONE, 0),
+                [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
+        },
         [LC_WAITING_READY] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_TO(LC_WAITING_READY, OPEN_GATE),
                 [LC_READY] = X_TO(LC_RUNNING, STOP_READINESS | PUBLISH),
                 [LC_READY_TIMEOUT] = X_TO(LC_NOT_READY,
                                           SAY_NOT_READY | STOP_READINESS | TERM | ARM_GRACE | TELL_STOPPING),
@@ -93,6 +111,8 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_RUNNING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_TO(LC_RUNNING, PUBLISH | OPEN_GATE),
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, TELL_STOPPING | ARM_KILL),
@@ -106,6 +126,8 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_RESTARTING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, TELL_STOPPING | ARM_KILL),
@@ -119,6 +141,8 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_OVERLAPPING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_TO(LC_OVERLAPPING, OPEN_GATE),
                 [LC_READY] = X_RELOAD_OVER(STOP_READINESS | PUBLISH | RETIRE_PREVIOUS),
                 [LC_READY_TIMEOUT] = X_RELOAD_OVER(SAY_NOT_READY | STOP_READINESS | DROP_NEXT),
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, STOP_READINESS | TELL_STOPPING | ARM_KILL | RETIRE_PREVIOUS),
@@ -132,6 +156,8 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_ALONE,
         },
         [LC_RESTART_PENDING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_DONE, TELL_STOPPING),
@@ -145,6 +171,8 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_STOPPING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
@@ -158,6 +186,8 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_NOT_READY] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
@@ -171,6 +201,8 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_DRAINING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
@@ -184,6 +216,8 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_DONE] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
@@ -390,6 +424,15 @@ START_TEST(test_readable_examples) {
                   (t.actions & LC_ACT_RETIRE_PREVIOUS));
         t = lifecycle_next(LC_OVERLAPPING, LC_PREVIOUS_EXITED, &overlap);
         ck_assert(t.state == LC_WAITING_READY && t.actions == 0);
+        /* The first COMMAND starts as every later one: it is forked, then
+         * (published first when nothing is to wait for) let exec. */
+        t = lifecycle_next(LC_INIT, LC_BEGIN, &none);
+        ck_assert(t.state == LC_RUNNING && t.actions == LC_ACT_START);
+        t = lifecycle_next(LC_RUNNING, LC_SPAWNED, &none);
+        ck_assert(t.state == LC_RUNNING && t.actions == (LC_ACT_PUBLISH | LC_ACT_OPEN_GATE));
+        ck_assert(LC_ACT_PUBLISH < LC_ACT_OPEN_GATE);
+        t = lifecycle_next(LC_WAITING_READY, LC_SPAWNED, &overlap);
+        ck_assert(t.state == LC_WAITING_READY && t.actions == LC_ACT_OPEN_GATE);
         /* --share's stop: SIGTERM, since no signal is forwarded for it. */
         t = lifecycle_next(LC_RUNNING, LC_STOP_REQUEST, &none);
         ck_assert(t.state == LC_STOPPING && (t.actions & LC_ACT_TERMINATE));
@@ -413,9 +456,10 @@ END_TEST
 
 START_TEST(test_has_child) {
         static const bool child[_LC_STATE_MAX] = {
-                [LC_WAITING_READY] = true,    [LC_RUNNING] = true,  [LC_RESTARTING] = true,
-                [LC_RESTART_PENDING] = false, [LC_STOPPING] = true, [LC_NOT_READY] = true,
-                [LC_DRAINING] = false,        [LC_DONE] = false,    [LC_OVERLAPPING] = true,
+                [LC_INIT] = false,       [LC_WAITING_READY] = true,    [LC_RUNNING] = true,
+                [LC_RESTARTING] = true,  [LC_RESTART_PENDING] = false, [LC_STOPPING] = true,
+                [LC_NOT_READY] = true,   [LC_DRAINING] = false,        [LC_DONE] = false,
+                [LC_OVERLAPPING] = true,
         };
 
         for (int s = 0; s < _LC_STATE_MAX; s++)
@@ -502,9 +546,11 @@ START_TEST(test_action_targets) {
         FOR_EVERY(s, e, f, b) {
                 struct lc_transition t = lifecycle_next(s, e, &f);
 
+                /* Once ready; or, with nothing to wait for, before it runs. */
                 if (t.actions & LC_ACT_PUBLISH)
-                        ck_assert(e == LC_READY &&
-                                  ((s == LC_WAITING_READY && t.state == LC_RUNNING) || s == LC_OVERLAPPING));
+                        ck_assert((e == LC_READY &&
+                                   ((s == LC_WAITING_READY && t.state == LC_RUNNING) || s == LC_OVERLAPPING)) ||
+                                  (e == LC_SPAWNED && s == LC_RUNNING && t.state == LC_RUNNING));
                 if (t.actions & LC_ACT_ARM_RESTART)
                         ck_assert(t.state == LC_RESTART_PENDING);
                 if (t.state == LC_RESTART_PENDING && s != LC_RESTART_PENDING)
@@ -517,7 +563,7 @@ START_TEST(test_action_targets) {
                 /* An event that means nothing changes nothing. */
                 if ((int) t.state == s && s != LC_RESTARTING && s != LC_STOPPING && s != LC_NOT_READY)
                         ck_assert_msg(t.actions == 0 || (t.actions & (LC_ACT_START | LC_ACT_START_NEXT)) ||
-                                              t.actions == LC_ACT_QUEUE_RELOAD,
+                                              t.actions == LC_ACT_QUEUE_RELOAD || e == LC_SPAWNED,
                                       "%s + %s", lifecycle_state_name(s), lifecycle_event_name(e));
         }
 }
@@ -547,6 +593,27 @@ START_TEST(test_generations) {
                 /* Leaving the wait stops it; one that goes on (alone) does not. */
                 if (s == LC_OVERLAPPING && e == LC_PREVIOUS_EXITED && t.state == LC_WAITING_READY)
                         ck_assert(!(t.actions & LC_ACT_STOP_READINESS));
+        }
+}
+END_TEST
+
+/* Every COMMAND starts through START (START_NEXT beside a serving one),
+ * the first one too (LC_BEGIN), and execs only through OPEN_GATE, once
+ * LC_SPAWNED says it waits at its gate. */
+START_TEST(test_every_start_is_an_action) {
+        FOR_EVERY(s, e, f, b) {
+                struct lc_transition t = lifecycle_next(s, e, &f);
+
+                if (t.actions & LC_ACT_OPEN_GATE)
+                        ck_assert_msg(e == LC_SPAWNED && (int) t.state == s && lifecycle_has_child(s) &&
+                                              (t.actions & ~(unsigned) (LC_ACT_PUBLISH | LC_ACT_OPEN_GATE)) == 0,
+                                      "%s + %s", lifecycle_state_name(s), lifecycle_event_name(e));
+                if (e == LC_BEGIN)
+                        ck_assert(s == LC_INIT ? t.actions == LC_ACT_START && t.state == lifecycle_started(&f)
+                                               : (int) t.state == s && t.actions == 0);
+                /* Before the first start, nothing else happens (but a failed start ends it). */
+                if (s == LC_INIT && e != LC_BEGIN && e != LC_START_FAILED)
+                        ck_assert(t.state == LC_INIT && t.actions == 0);
         }
 }
 END_TEST
@@ -625,6 +692,7 @@ int main(void) {
         tcase_add_test(inv, test_no_child_is_abandoned);
         tcase_add_test(inv, test_action_targets);
         tcase_add_test(inv, test_generations);
+        tcase_add_test(inv, test_every_start_is_an_action);
         tcase_add_test(inv, test_stop_request_is_a_shutdown_with_sigterm);
         tcase_add_test(inv, test_start_failed_always_ends);
         tcase_add_test(inv, test_unknown_event_changes_nothing);
