@@ -522,8 +522,12 @@ static void on_event(struct supervisor *s, enum lc_event event) {
         }
 }
 
-/* COMMAND exited with status (exit_status_of()). */
-static void command_exited(struct supervisor *s, int status) {
+/* What any exit of COMMAND ends, whichever transition follows: not
+ * actions of the table, since none depends on it, and all done before
+ * LC_EXITED, whose START may fork the next COMMAND. The guard watches
+ * until nothing of COMMAND is left: with --group, until its group is
+ * gone too (LC_GROUP_GONE, in reap()). */
+static void command_gone(struct supervisor *s) {
         /* Reaped: its number may be the next process's. What it said was
          * heard before (reap()); now pass on all it wrote (--ready-log). */
         readiness_forget_child(s->job->readiness);
@@ -537,11 +541,15 @@ static void command_exited(struct supervisor *s, int status) {
         if (s->job->netns)
                 netns_job_stopped(s->job->netns);
         disarm_timer(s, &s->kill_timer_fd);
-        s->outcome = (struct outcome) { OUTCOME_EXITED, status };
-        log_debug("'%s' ended, exit status %d", command_name(s), status);
-        /* Before the event, which may start the next COMMAND. */
         if (!group_left(s))
                 guard_unwatch(s->job->guard);
+}
+
+/* COMMAND exited with status (exit_status_of()). */
+static void command_exited(struct supervisor *s, int status) {
+        command_gone(s);
+        s->outcome = (struct outcome) { OUTCOME_EXITED, status };
+        log_debug("'%s' ended, exit status %d", command_name(s), status);
         on_event(s, LC_EXITED);
 }
 
@@ -589,6 +597,7 @@ static void reap(struct supervisor *s) {
         if (command_status >= 0)
                 command_exited(s, command_status);
         if (s->state == LC_DRAINING && !group_left(s)) {
+                /* The rest of command_gone(): nothing is left to guard. */
                 guard_unwatch(s->job->guard);
                 on_event(s, LC_GROUP_GONE);
         }
