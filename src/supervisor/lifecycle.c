@@ -6,7 +6,7 @@ enum lc_state lifecycle_started(const struct lc_facts *facts) {
 }
 
 bool lifecycle_has_child(enum lc_state state) {
-        return state != LC_RESTART_PENDING && state != LC_DRAINING && state != LC_DONE;
+        return state != LC_INIT && state != LC_RESTART_PENDING && state != LC_DRAINING && state != LC_DONE;
 }
 
 /* COMMAND exited for good. With --group, what is left of its process
@@ -84,6 +84,9 @@ static struct lc_transition overlapping(enum lc_event event, const struct lc_fac
                 return reload_over(f, LC_ACT_SAY_EXITED_UNREADY | LC_ACT_DROP_NEXT);
         case LC_START_FAILED:
                 return (struct lc_transition) { LC_RUNNING, LC_ACT_DROP_NEXT };
+        case LC_SPAWNED:
+                /* It is published once ready, as the one it replaces was. */
+                return (struct lc_transition) { LC_OVERLAPPING, LC_ACT_OPEN_GATE };
         case LC_SHUTDOWN:
                 /* The signal goes to the new one; the serving one is told too. */
                 return (struct lc_transition) { LC_STOPPING,
@@ -101,15 +104,36 @@ static struct lc_transition overlapping(enum lc_event event, const struct lc_fac
         }
 }
 
+/* --share's last holder left, or --stop: a shutdown that no signal came
+ * with, so none is forwarded: SIGTERM is what stops COMMAND, even one
+ * told to stop already. */
+static struct lc_transition stop_requested(enum lc_state state, const struct lc_facts *f) {
+        struct lc_transition t = transition(state, LC_SHUTDOWN, f);
+
+        if (lifecycle_has_child(state))
+                t.actions |= LC_ACT_TERMINATE;
+        return t;
+}
+
 static struct lc_transition transition(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
         struct lc_transition same = { state, 0 };
         bool live = state == LC_WAITING_READY || state == LC_RUNNING;
 
         if (state == LC_DONE)
                 return same;
+        if (event == LC_STOP_REQUEST)
+                return stop_requested(state, f);
         if (state == LC_OVERLAPPING)
                 return overlapping(event, f);
         switch (event) {
+        case LC_BEGIN:
+                return state == LC_INIT ? (struct lc_transition) { lifecycle_started(f), LC_ACT_START } : same;
+        case LC_SPAWNED:
+                /* Nothing to wait for: published while it waits at its
+                 * gate, before it runs, with its pid known. */
+                if (state == LC_RUNNING)
+                        return (struct lc_transition) { LC_RUNNING, LC_ACT_PUBLISH | LC_ACT_OPEN_GATE };
+                return state == LC_WAITING_READY ? (struct lc_transition) { state, LC_ACT_OPEN_GATE } : same;
         case LC_READY:
                 return state == LC_WAITING_READY ? (struct lc_transition) { LC_RUNNING, LC_ACT_PUBLISH } : same;
         case LC_READY_TIMEOUT:
@@ -168,6 +192,7 @@ static struct lc_transition transition(enum lc_state state, enum lc_event event,
 
 const char *lifecycle_state_name(enum lc_state state) {
         static const char *const names[_LC_STATE_MAX] = {
+                [LC_INIT] = "init",
                 [LC_WAITING_READY] = "waiting-ready",
                 [LC_RUNNING] = "running",
                 [LC_RESTARTING] = "restarting",
@@ -183,9 +208,12 @@ const char *lifecycle_state_name(enum lc_state state) {
 
 const char *lifecycle_event_name(enum lc_event event) {
         static const char *const names[_LC_EVENT_MAX] = {
+                [LC_BEGIN] = "begin",
+                [LC_SPAWNED] = "spawned",
                 [LC_READY] = "ready",
                 [LC_READY_TIMEOUT] = "ready-timeout",
                 [LC_SHUTDOWN] = "shutdown",
+                [LC_STOP_REQUEST] = "stop-request",
                 [LC_RESTART_REQUEST] = "restart-request",
                 [LC_KILL_TIMEOUT] = "kill-timeout",
                 [LC_RESTART_DUE] = "restart-due",

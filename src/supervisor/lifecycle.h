@@ -7,6 +7,7 @@
  * table (lifecycle_next()), as s6-supervise keeps it. Pure: no process,
  * no fd, no clock; supervise.c carries out the actions. */
 enum lc_state {
+        LC_INIT,            /* nothing started yet: LC_BEGIN starts the first COMMAND */
         LC_WAITING_READY,   /* COMMAND runs; readiness conditions pending */
         LC_RUNNING,         /* COMMAND runs; published */
         LC_RESTARTING,      /* SIGHUP: COMMAND was told to stop, a new one follows */
@@ -20,9 +21,12 @@ enum lc_state {
 };
 
 enum lc_event {
-        LC_READY, /* every readiness condition holds */
+        LC_BEGIN,   /* supervision begins: the first COMMAND starts */
+        LC_SPAWNED, /* a new COMMAND was forked, and waits at its gate to exec */
+        LC_READY,   /* every readiness condition holds */
         LC_READY_TIMEOUT,
         LC_SHUTDOWN,        /* SIGTERM, SIGINT, a terminal hangup */
+        LC_STOP_REQUEST,    /* --share: no holder is left, or --stop; as LC_SHUTDOWN, with no signal to forward */
         LC_RESTART_REQUEST, /* a reload request: SIGHUP (with --restart, --reload or --watch), --watch */
         LC_KILL_TIMEOUT,    /* --kill-after (or the not-ready grace) passed */
         LC_RESTART_DUE,     /* --restart-delay passed */
@@ -52,14 +56,16 @@ enum lc_action {
         LC_ACT_TERM_GROUP = 1 << 13,        /* --group: SIGTERM what is left of the exited COMMAND's group */
         LC_ACT_KILL_GROUP = 1 << 14,        /* …and SIGKILL it */
         LC_ACT_COUNT_RESTART = 1 << 15,     /* a --restart policy restart: it counts towards --restart-limit */
-        LC_ACT_START = 1 << 16,             /* start a new COMMAND */
+        LC_ACT_START = 1 << 16,             /* fork a new COMMAND, held at its gate (LC_SPAWNED follows) */
         LC_ACT_RETIRE_PREVIOUS =
                 1 << 17,               /* the replaced COMMAND: SIGTERM, its own --kill-after; its exit ends nothing */
         LC_ACT_DROP_NEXT = 1 << 18,    /* the new COMMAND failed: stopped if it runs (SIGTERM, the not-ready
                                         * grace); the previous one is COMMAND again, READY=1 to the manager */
         LC_ACT_QUEUE_RELOAD = 1 << 19, /* one more reload once this one is over */
-        LC_ACT_START_NEXT = 1 << 20,   /* RELOADING=1 (if published); start a new COMMAND beside the serving one;
-                                        * the queued reload, if any, is this one */
+        LC_ACT_START_NEXT = 1 << 20,   /* RELOADING=1 (if published); fork a new COMMAND beside the serving one
+                                        * (LC_SPAWNED follows); the queued reload, if any, is this one */
+        LC_ACT_OPEN_GATE = 1 << 21,    /* the new COMMAND may exec (after PUBLISH, when that is due); if
+                                        * publishing failed, it exits unexec'd instead */
 };
 
 /* What the supervisor knows when an event comes, for the transitions that

@@ -49,7 +49,7 @@ struct supervisor {
         const struct config *config;
         struct loop *loop;
         enum lc_state state;
-        pid_t child;            /* COMMAND; 0 when none runs */
+        pid_t child;            /* COMMAND; 0 when none runs (or waits at its gate) */
         pid_t group;            /* --group: the last COMMAND's process group */
         int pidfd;              /* <0 where pidfd_open() is missing: SIGCHLD alone */
         int kill_timer_fd;      /* --kill-after; -1 until armed */
@@ -68,6 +68,7 @@ struct supervisor {
         struct retiree **retirees;
         size_t n_retirees;
         struct watch *watch; /* --watch */
+        struct spawned gate; /* the COMMAND that LC_SPAWNED's OPEN_GATE lets exec */
 };
 
 static void on_event(struct supervisor *s, enum lc_event event);
@@ -269,13 +270,11 @@ static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
         return 0;
 }
 
-/* Fork COMMAND; it waits at its gate until released. Without readiness
- * conditions the addresses are published first, while it waits: before
- * COMMAND runs, with its pid known. */
+/* Fork COMMAND; it waits at its gate until open_gate(). Without
+ * readiness conditions the addresses are published in between
+ * (LC_SPAWNED's actions): before COMMAND runs, with its pid known. */
 static int start_command(struct supervisor *s) {
         struct spawn_plan plan;
-        bool needs_ready = readiness_needed(s->job->readiness);
-        struct spawned child;
         int r;
 
         r = readiness_prepare_output(s->job->readiness);
@@ -287,7 +286,7 @@ static int start_command(struct supervisor *s) {
         plan.dispositions_are_default = true;
         if (s->job->netns && (r = prepare_netns(s, &plan)) < 0)
                 return r;
-        r = spawn_child(&plan, &child);
+        r = spawn_child(&plan, &s->gate);
         if (r < 0)
                 /* pipe2() or fork(): out of fds or processes. */
                 return log_error_errno(r, "cannot start '%s': %m", command_name(s));
@@ -296,36 +295,47 @@ static int start_command(struct supervisor *s) {
          * reused while we hold it: the pidfd is a precise exit event. The
          * guard watches it before it may exec: a prebind killed before
          * that closes the gate, and the child exits unexec'd. */
-        s->pidfd = open_pidfd(child.pid);
-        guard_watch(s->job->guard, child.pid, s->pidfd, s->config->group);
+        s->pidfd = open_pidfd(s->gate.pid);
+        guard_watch(s->job->guard, s->gate.pid, s->pidfd, s->config->group);
         s->generation = ++s->n_started;
-        if (!needs_ready && (r = publish(s, child.pid)) < 0) {
-                /* Closing the gate unopened makes the child exit unexec'd. */
-                spawn_abandon(&child);
+        s->child = s->gate.pid;
+        return 0;
+}
+
+/* Let the new COMMAND exec; or, when publishing it failed (published <
+ * 0), not: closing the gate unopened makes the child exit unexec'd. */
+static int open_gate(struct supervisor *s, int published) {
+        bool needs_ready = readiness_needed(s->job->readiness);
+        pid_t pid = s->gate.pid;
+        int r;
+
+        s->child = 0;
+        if (published < 0) {
+                spawn_abandon(&s->gate);
                 guard_unwatch(s->job->guard);
                 forget_pidfd(s);
-                return r;
+                return published;
         }
-        r = spawn_release(&child);
+        r = spawn_release(&s->gate);
         if (r < 0) {
                 log_error_errno(r, "cannot run '%s': %m", command_name(s));
-                waitpid(child.pid, NULL, 0);
+                waitpid(pid, NULL, 0);
                 guard_unwatch(s->job->guard);
                 forget_pidfd(s);
                 s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
                 return r;
         }
-        s->child = child.pid;
-        s->group = s->config->group ? child.pid : 0;
-        log_debug("started '%s' as pid %d, generation %u", command_name(s), (int) child.pid, s->generation);
+        s->child = pid;
+        s->group = s->config->group ? pid : 0;
+        log_debug("started '%s' as pid %d, generation %u", command_name(s), (int) pid, s->generation);
 
         if (s->pidfd >= 0 && loop_add(s->loop, s->pidfd, EPOLLIN, on_pidfd, s) < 0) {
                 close(s->pidfd);
                 s->pidfd = -1;
         }
-        if (needs_ready && (r = readiness_start(s->job->readiness, child.pid)) < 0)
+        if (needs_ready && (r = readiness_start(s->job->readiness, pid)) < 0)
                 return r;
-        readiness_set_command(s->job->readiness, child.pid, s->previous);
+        readiness_set_command(s->job->readiness, pid, s->previous);
         /* --intercept: ready once every port accepts inside. */
         return s->job->netns ? netns_job_started(s->job->netns) : 0;
 }
@@ -406,11 +416,20 @@ static void retire_previous(struct supervisor *s) {
         readiness_set_command(s->job->readiness, s->child, 0);
 }
 
+/* A COMMAND that cannot be run ends the job with 126/127; anything else
+ * that keeps a new one from starting is prebind's failure. */
+static int start_failed(struct supervisor *s, int r) {
+        if (s->outcome.kind != OUTCOME_EXEC_FAILED)
+                s->error = r;
+        return LC_START_FAILED;
+}
+
 /* Carry out a transition's actions, in the order of enum lc_action.
- * Returns the event they caused (a start that failed), or -1. */
+ * Returns the event they caused (a new COMMAND spawned, or a start that
+ * failed), or -1. */
 static int act(struct supervisor *s, unsigned actions) {
         const struct config *c = s->config;
-        int r;
+        int r, published = 0, next = -1;
 
         if (actions & LC_ACT_SAY_NOT_READY)
                 log_not_ready(s);
@@ -420,8 +439,8 @@ static int act(struct supervisor *s, unsigned actions) {
                 s->outcome.kind = OUTCOME_NOT_READY;
         if (actions & LC_ACT_STOP_READINESS)
                 readiness_stop(s->job->readiness);
-        if (actions & LC_ACT_PUBLISH && (r = publish(s, s->child)) < 0)
-                s->error = r;
+        if (actions & LC_ACT_PUBLISH && (published = publish(s, s->child)) < 0)
+                s->error = published;
         if (actions & LC_ACT_TERMINATE)
                 signal_command(s, SIGTERM);
         if (actions & LC_ACT_KILL) {
@@ -461,13 +480,9 @@ static int act(struct supervisor *s, unsigned actions) {
         if (actions & LC_ACT_START) {
                 loop_timer_disarm(s->loop, &s->restart_timer_fd);
                 r = start_command(s);
-                if (r < 0) {
-                        /* A COMMAND that cannot be run ends the job with
-                         * 126/127; anything else is prebind's failure. */
-                        if (s->outcome.kind != OUTCOME_EXEC_FAILED)
-                                s->error = r;
-                        return LC_START_FAILED;
-                }
+                if (r < 0)
+                        return start_failed(s, r);
+                next = LC_SPAWNED;
         }
         if (actions & LC_ACT_RETIRE_PREVIOUS)
                 retire_previous(s);
@@ -477,12 +492,15 @@ static int act(struct supervisor *s, unsigned actions) {
                 log_debug("a reload was requested during a reload: one more follows it");
                 s->reload_queued = true;
         }
-        if (actions & LC_ACT_START_NEXT && (r = start_next(s)) < 0) {
-                if (s->outcome.kind != OUTCOME_EXEC_FAILED)
-                        s->error = r;
-                return LC_START_FAILED;
+        if (actions & LC_ACT_START_NEXT) {
+                r = start_next(s);
+                if (r < 0)
+                        return start_failed(s, r);
+                next = LC_SPAWNED;
         }
-        return -1;
+        if (actions & LC_ACT_OPEN_GATE && (r = open_gate(s, published)) < 0)
+                return start_failed(s, r);
+        return next;
 }
 
 /* The one place where the state changes: the transition for event, its
@@ -500,8 +518,12 @@ static void on_event(struct supervisor *s, enum lc_event event) {
         }
 }
 
-/* COMMAND exited with status (exit_status_of()). */
-static void command_exited(struct supervisor *s, int status) {
+/* What any exit of COMMAND ends, whichever transition follows: not
+ * actions of the table, since none depends on it, and all done before
+ * LC_EXITED, whose START may fork the next COMMAND. The guard watches
+ * until nothing of COMMAND is left: with --group, until its group is
+ * gone too (LC_GROUP_GONE, in reap()). */
+static void command_gone(struct supervisor *s) {
         /* Reaped: its number may be the next process's. What it said was
          * heard before (reap()); now pass on all it wrote (--ready-log). */
         readiness_forget_child(s->job->readiness);
@@ -515,11 +537,15 @@ static void command_exited(struct supervisor *s, int status) {
         if (s->job->netns)
                 netns_job_stopped(s->job->netns);
         loop_timer_disarm(s->loop, &s->kill_timer_fd);
-        s->outcome = (struct outcome) { OUTCOME_EXITED, status };
-        log_debug("'%s' ended, exit status %d", command_name(s), status);
-        /* Before the event, which may start the next COMMAND. */
         if (!group_left(s))
                 guard_unwatch(s->job->guard);
+}
+
+/* COMMAND exited with status (exit_status_of()). */
+static void command_exited(struct supervisor *s, int status) {
+        command_gone(s);
+        s->outcome = (struct outcome) { OUTCOME_EXITED, status };
+        log_debug("'%s' ended, exit status %d", command_name(s), status);
         on_event(s, LC_EXITED);
 }
 
@@ -567,6 +593,7 @@ static void reap(struct supervisor *s) {
         if (command_status >= 0)
                 command_exited(s, command_status);
         if (s->state == LC_DRAINING && !group_left(s)) {
+                /* The rest of command_gone(): nothing is left to guard. */
                 guard_unwatch(s->job->guard);
                 on_event(s, LC_GROUP_GONE);
         }
@@ -656,13 +683,10 @@ static void on_ports_ready(void *userdata) {
 }
 
 /* --share: no holder is left (after --share-linger), or --stop: as a
- * SIGTERM to prebind, which is forwarded (LC_SHUTDOWN sends none). */
+ * SIGTERM to prebind, though none came to forward (LC_STOP_REQUEST
+ * sends it). */
 static void on_share_stop(void *userdata) {
-        struct supervisor *s = userdata;
-
-        if (s->child > 0)
-                signal_command(s, SIGTERM);
-        on_event(s, LC_SHUTDOWN);
+        on_event(userdata, LC_STOP_REQUEST);
 }
 
 static void supervisor_done(struct supervisor *s) {
@@ -692,7 +716,6 @@ int supervise(struct job *job, struct outcome *ret) {
                 .restart_timer_fd = -1,
                 .previous_pidfd = -1,
         };
-        struct lc_facts facts = { .needs_ready = readiness_needed(job->readiness) };
         int r;
 
         s.restarts = calloc(s.config->restart_burst ?: 1, sizeof(uint64_t));
@@ -711,13 +734,13 @@ int supervise(struct job *job, struct outcome *ret) {
         if ((r = start_watch(&s)) < 0)
                 return r;
 
-        s.state = lifecycle_started(&facts);
-        r = start_command(&s);
-        if (r < 0) {
-                if (s.outcome.kind != OUTCOME_EXEC_FAILED)
-                        return r;
-                s.state = LC_DONE;
-        }
+        s.state = LC_INIT;
+        on_event(&s, LC_BEGIN);
+        /* A first COMMAND that could not be started for any reason but
+         * its executable fails prebind at once, as the steps before it
+         * do (no STOPPING=1); 126/127 go through the loop's end. */
+        if (s.error < 0)
+                return s.error;
         /* Until COMMAND has ended for good, and every earlier generation
          * told to stop with it. */
         while ((s.state != LC_DONE || s.n_retirees > 0) && s.error == 0) {

@@ -74,15 +74,34 @@ enum {
         DROP_NEXT = LC_ACT_DROP_NEXT,
         QUEUE_RELOAD = LC_ACT_QUEUE_RELOAD,
         START_NEXT = LC_ACT_START_NEXT,
+        OPEN_GATE = LC_ACT_OPEN_GATE,
 };
 
 /* Rows: states; columns: events, in the order of enum lc_event. */
 static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
+        [LC_INIT] = {
+                [LC_BEGIN] = X_STARTS(START),
+                [LC_SPAWNED] = X_SAME,
+                [LC_READY] = X_SAME,
+                [LC_READY_TIMEOUT] = X_SAME,
+                [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_SAME,
+                [LC_RESTART_REQUEST] = X_SAME,
+                [LC_KILL_TIMEOUT] = X_SAME,
+                [LC_RESTART_DUE] = X_SAME,
+                [LC_EXITED] = X_SAME,
+                [LC_START_FAILED] = X_TO(LC_DONE, 0),
+                [LC_GROUP_GONE] = X_SAME,
+                [LC_PREVIOUS_EXITED] = X_SAME,
+        },
         [LC_WAITING_READY] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_TO(LC_WAITING_READY, OPEN_GATE),
                 [LC_READY] = X_TO(LC_RUNNING, STOP_READINESS | PUBLISH),
                 [LC_READY_TIMEOUT] = X_TO(LC_NOT_READY,
                                           SAY_NOT_READY | STOP_READINESS | TERM | ARM_GRACE | TELL_STOPPING),
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, STOP_READINESS | TELL_STOPPING | ARM_KILL),
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, STOP_READINESS | TERM | TELL_STOPPING | ARM_KILL),
                 [LC_RESTART_REQUEST] = X_TO(LC_RESTARTING, STOP_READINESS | TERM | ARM_KILL),
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
@@ -92,9 +111,12 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_RUNNING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_TO(LC_RUNNING, PUBLISH | OPEN_GATE),
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, TELL_STOPPING | ARM_KILL),
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, TERM | TELL_STOPPING | ARM_KILL),
                 [LC_RESTART_REQUEST] = X_RELOADS,
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
@@ -104,9 +126,12 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_RESTARTING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, TELL_STOPPING | ARM_KILL),
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, TERM | TELL_STOPPING | ARM_KILL),
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_RESTARTING, KILL),
                 [LC_RESTART_DUE] = X_SAME,
@@ -116,9 +141,12 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_OVERLAPPING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_TO(LC_OVERLAPPING, OPEN_GATE),
                 [LC_READY] = X_RELOAD_OVER(STOP_READINESS | PUBLISH | RETIRE_PREVIOUS),
                 [LC_READY_TIMEOUT] = X_RELOAD_OVER(SAY_NOT_READY | STOP_READINESS | DROP_NEXT),
                 [LC_SHUTDOWN] = X_TO(LC_STOPPING, STOP_READINESS | TELL_STOPPING | ARM_KILL | RETIRE_PREVIOUS),
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, STOP_READINESS | TERM | TELL_STOPPING | ARM_KILL | RETIRE_PREVIOUS),
                 [LC_RESTART_REQUEST] = X_QUEUES,
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
@@ -128,9 +156,12 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_ALONE,
         },
         [LC_RESTART_PENDING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_TO(LC_DONE, TELL_STOPPING),
+                [LC_STOP_REQUEST] = X_TO(LC_DONE, TELL_STOPPING),
                 [LC_RESTART_REQUEST] = X_STARTS(COUNT_RESTART | START),
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_STARTS(COUNT_RESTART | START),
@@ -140,9 +171,12 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_STOPPING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_TO(LC_STOPPING, TERM),
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_STOPPING, KILL),
                 [LC_RESTART_DUE] = X_SAME,
@@ -152,9 +186,12 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_NOT_READY] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_TO(LC_NOT_READY, TERM),
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_NOT_READY, KILL),
                 [LC_RESTART_DUE] = X_SAME,
@@ -164,9 +201,12 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_DRAINING] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_SAME,
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_TO(LC_DONE, KILL_GROUP),
                 [LC_RESTART_DUE] = X_SAME,
@@ -176,9 +216,12 @@ static const struct expect table[_LC_STATE_MAX][_LC_EVENT_MAX] = {
                 [LC_PREVIOUS_EXITED] = X_SAME,
         },
         [LC_DONE] = {
+                [LC_BEGIN] = X_SAME,
+                [LC_SPAWNED] = X_SAME,
                 [LC_READY] = X_SAME,
                 [LC_READY_TIMEOUT] = X_SAME,
                 [LC_SHUTDOWN] = X_SAME,
+                [LC_STOP_REQUEST] = X_SAME,
                 [LC_RESTART_REQUEST] = X_SAME,
                 [LC_KILL_TIMEOUT] = X_SAME,
                 [LC_RESTART_DUE] = X_SAME,
@@ -381,6 +424,20 @@ START_TEST(test_readable_examples) {
                   (t.actions & LC_ACT_RETIRE_PREVIOUS));
         t = lifecycle_next(LC_OVERLAPPING, LC_PREVIOUS_EXITED, &overlap);
         ck_assert(t.state == LC_WAITING_READY && t.actions == 0);
+        /* The first COMMAND starts as every later one: it is forked, then
+         * (published first when nothing is to wait for) let exec. */
+        t = lifecycle_next(LC_INIT, LC_BEGIN, &none);
+        ck_assert(t.state == LC_RUNNING && t.actions == LC_ACT_START);
+        t = lifecycle_next(LC_RUNNING, LC_SPAWNED, &none);
+        ck_assert(t.state == LC_RUNNING && t.actions == (LC_ACT_PUBLISH | LC_ACT_OPEN_GATE));
+        ck_assert(LC_ACT_PUBLISH < LC_ACT_OPEN_GATE);
+        t = lifecycle_next(LC_WAITING_READY, LC_SPAWNED, &overlap);
+        ck_assert(t.state == LC_WAITING_READY && t.actions == LC_ACT_OPEN_GATE);
+        /* --share's stop: SIGTERM, since no signal is forwarded for it. */
+        t = lifecycle_next(LC_RUNNING, LC_STOP_REQUEST, &none);
+        ck_assert(t.state == LC_STOPPING && (t.actions & LC_ACT_TERMINATE));
+        t = lifecycle_next(LC_RESTART_PENDING, LC_STOP_REQUEST, &none);
+        ck_assert(t.state == LC_DONE && t.actions == LC_ACT_TELL_STOPPING);
         /* Without a readiness check, or before the first is ready: a restart. */
         t = lifecycle_next(LC_RUNNING, LC_RESTART_REQUEST, &(struct lc_facts) { .overlap = true });
         ck_assert(t.state == LC_RESTARTING);
@@ -399,9 +456,10 @@ END_TEST
 
 START_TEST(test_has_child) {
         static const bool child[_LC_STATE_MAX] = {
-                [LC_WAITING_READY] = true,    [LC_RUNNING] = true,  [LC_RESTARTING] = true,
-                [LC_RESTART_PENDING] = false, [LC_STOPPING] = true, [LC_NOT_READY] = true,
-                [LC_DRAINING] = false,        [LC_DONE] = false,    [LC_OVERLAPPING] = true,
+                [LC_INIT] = false,       [LC_WAITING_READY] = true,    [LC_RUNNING] = true,
+                [LC_RESTARTING] = true,  [LC_RESTART_PENDING] = false, [LC_STOPPING] = true,
+                [LC_NOT_READY] = true,   [LC_DRAINING] = false,        [LC_DONE] = false,
+                [LC_OVERLAPPING] = true,
         };
 
         for (int s = 0; s < _LC_STATE_MAX; s++)
@@ -488,9 +546,11 @@ START_TEST(test_action_targets) {
         FOR_EVERY(s, e, f, b) {
                 struct lc_transition t = lifecycle_next(s, e, &f);
 
+                /* Once ready; or, with nothing to wait for, before it runs. */
                 if (t.actions & LC_ACT_PUBLISH)
-                        ck_assert(e == LC_READY &&
-                                  ((s == LC_WAITING_READY && t.state == LC_RUNNING) || s == LC_OVERLAPPING));
+                        ck_assert((e == LC_READY &&
+                                   ((s == LC_WAITING_READY && t.state == LC_RUNNING) || s == LC_OVERLAPPING)) ||
+                                  (e == LC_SPAWNED && s == LC_RUNNING && t.state == LC_RUNNING));
                 if (t.actions & LC_ACT_ARM_RESTART)
                         ck_assert(t.state == LC_RESTART_PENDING);
                 if (t.state == LC_RESTART_PENDING && s != LC_RESTART_PENDING)
@@ -503,7 +563,7 @@ START_TEST(test_action_targets) {
                 /* An event that means nothing changes nothing. */
                 if ((int) t.state == s && s != LC_RESTARTING && s != LC_STOPPING && s != LC_NOT_READY)
                         ck_assert_msg(t.actions == 0 || (t.actions & (LC_ACT_START | LC_ACT_START_NEXT)) ||
-                                              t.actions == LC_ACT_QUEUE_RELOAD,
+                                              t.actions == LC_ACT_QUEUE_RELOAD || e == LC_SPAWNED,
                                       "%s + %s", lifecycle_state_name(s), lifecycle_event_name(e));
         }
 }
@@ -534,6 +594,42 @@ START_TEST(test_generations) {
                 if (s == LC_OVERLAPPING && e == LC_PREVIOUS_EXITED && t.state == LC_WAITING_READY)
                         ck_assert(!(t.actions & LC_ACT_STOP_READINESS));
         }
+}
+END_TEST
+
+/* Every COMMAND starts through START (START_NEXT beside a serving one),
+ * the first one too (LC_BEGIN), and execs only through OPEN_GATE, once
+ * LC_SPAWNED says it waits at its gate. */
+START_TEST(test_every_start_is_an_action) {
+        FOR_EVERY(s, e, f, b) {
+                struct lc_transition t = lifecycle_next(s, e, &f);
+
+                if (t.actions & LC_ACT_OPEN_GATE)
+                        ck_assert_msg(e == LC_SPAWNED && (int) t.state == s && lifecycle_has_child(s) &&
+                                              (t.actions & ~(unsigned) (LC_ACT_PUBLISH | LC_ACT_OPEN_GATE)) == 0,
+                                      "%s + %s", lifecycle_state_name(s), lifecycle_event_name(e));
+                if (e == LC_BEGIN)
+                        ck_assert(s == LC_INIT ? t.actions == LC_ACT_START && t.state == lifecycle_started(&f)
+                                               : (int) t.state == s && t.actions == 0);
+                /* Before the first start, nothing else happens (but a failed start ends it). */
+                if (s == LC_INIT && e != LC_BEGIN && e != LC_START_FAILED)
+                        ck_assert(t.state == LC_INIT && t.actions == 0);
+        }
+}
+END_TEST
+
+/* --share's last holder left, or --stop: a shutdown, and SIGTERM wherever
+ * a COMMAND runs, since no signal came to be forwarded. */
+START_TEST(test_stop_request_is_a_shutdown_with_sigterm) {
+        for (int s = 0; s < _LC_STATE_MAX; s++)
+                for (unsigned b = 0; b < N_FACTS; b++) {
+                        struct lc_facts f = facts_of(b);
+                        struct lc_transition t = lifecycle_next(s, LC_STOP_REQUEST, &f),
+                                             sh = lifecycle_next(s, LC_SHUTDOWN, &f);
+
+                        ck_assert(t.state == sh.state);
+                        ck_assert(t.actions == (sh.actions | (lifecycle_has_child(s) ? LC_ACT_TERMINATE : 0u)));
+                }
 }
 END_TEST
 
@@ -596,6 +692,8 @@ int main(void) {
         tcase_add_test(inv, test_no_child_is_abandoned);
         tcase_add_test(inv, test_action_targets);
         tcase_add_test(inv, test_generations);
+        tcase_add_test(inv, test_every_start_is_an_action);
+        tcase_add_test(inv, test_stop_request_is_a_shutdown_with_sigterm);
         tcase_add_test(inv, test_start_failed_always_ends);
         tcase_add_test(inv, test_unknown_event_changes_nothing);
         suite_add_tcase(s, inv);
