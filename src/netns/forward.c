@@ -82,7 +82,8 @@ struct forwarder {
         size_t n_conns;
         bool wanted;        /* forwarder_start() was called, and not _stop() */
         bool listening;     /* listen_fd is in the loop */
-        int retry_timer_fd; /* after EMFILE & co: accept again later */
+        int retry_timer_fd; /* made up front: after EMFILE & co there is no fd for it */
+        bool backing_off;   /* retry_timer_fd armed: accept again when it fires */
         int preferred;      /* index into families[] */
         int wait_timer_fd;  /* connections wait for the server; -1 */
         uint64_t wait_delay_usec;
@@ -477,7 +478,7 @@ static int retry_handler(struct loop *l, int fd, uint32_t revents, void *userdat
 
         if (!timer_expired(fd))
                 return 0;
-        loop_timer_disarm(l, &f->retry_timer_fd);
+        f->backing_off = false;
         update_listening(f);
         return 0;
 }
@@ -507,7 +508,7 @@ static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userda
                 loop_remove(l, fd);
                 f->listening = false;
                 if (f->n_conns == 0)
-                        (void) loop_timer_arm(l, &f->retry_timer_fd, ACCEPT_BACK_OFF_USEC, retry_handler, f);
+                        f->backing_off = timer_start(&f->retry_timer_fd, ACCEPT_BACK_OFF_USEC) >= 0;
                 return 0;
         }
         if (r < 0) {
@@ -525,7 +526,7 @@ static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userda
 /* Watch the listening socket while forwarding is wanted and there is
  * room for one more connection. */
 static void update_listening(struct forwarder *f) {
-        bool want = f->wanted && f->n_conns < f->p.max_connections && f->retry_timer_fd < 0;
+        bool want = f->wanted && f->n_conns < f->p.max_connections && !f->backing_off;
 
         if (want == f->listening)
                 return;
@@ -539,7 +540,7 @@ static void update_listening(struct forwarder *f) {
 
 int forwarder_new(struct loop *l, const struct forward_params *params, struct forwarder **ret) {
         struct forwarder *f;
-        int flags;
+        int flags, r;
 
         if (!params->make_socket || params->max_connections == 0)
                 return -EINVAL;
@@ -554,6 +555,12 @@ int forwarder_new(struct loop *l, const struct forward_params *params, struct fo
                                   .retry_timer_fd = -1,
                                   .wait_timer_fd = -1,
                                   .wait_delay_usec = WAIT_DELAY_FIRST_USEC };
+        if ((r = timer_new(&f->retry_timer_fd)) < 0 ||
+            (r = loop_add(l, f->retry_timer_fd, EPOLLIN, retry_handler, f)) < 0) {
+                timer_stop(&f->retry_timer_fd);
+                free(f);
+                return r;
+        }
         *ret = f;
         return 0;
 }
@@ -579,8 +586,7 @@ void forwarder_free(struct forwarder *f) {
 int forwarder_start(struct forwarder *f) {
         f->wanted = true;
         update_listening(f);
-        return f->listening || !f->wanted || f->n_conns >= f->p.max_connections || f->retry_timer_fd >= 0 ? 0
-                                                                                                          : -ENOMEM;
+        return f->listening || !f->wanted || f->n_conns >= f->p.max_connections || f->backing_off ? 0 : -ENOMEM;
 }
 
 void forwarder_stop(struct forwarder *f) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -371,6 +372,36 @@ START_TEST(test_stopped_forwarder_leaves_clients_in_the_backlog) {
 }
 END_TEST
 
+/* Out of fds with no connection open: the forwarder backs off on a timer
+ * it made before (one made then would need an fd there is not), and
+ * forwards the waiting client once fds are free again. */
+START_TEST(test_out_of_fds_backs_off_then_forwards) {
+        struct world w;
+        struct forward_stats st;
+        struct rlimit saved, none;
+        int c, s, lowest;
+
+        world_open(&w, true, 8, 0);
+        c = connect_to(port_of(w.outside)); /* waits in the backlog */
+        lowest = dup(0);
+        ck_assert_int_ge(lowest, 0);
+        close(lowest);
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
+        none = (struct rlimit) { .rlim_cur = (rlim_t) lowest, .rlim_max = saved.rlim_max };
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &none), 0);
+        run_loop(w.loop, 50);
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
+        forwarder_get_stats(w.f, &st);
+        ck_assert_uint_eq(st.accepted, 0);
+        s = accept_inside(w.loop, w.inside);
+        forwarder_get_stats(w.f, &st);
+        ck_assert_uint_eq(st.accepted, 1);
+        close(c);
+        close(s);
+        world_close(&w);
+}
+END_TEST
+
 /* A server that does not read: the client's bytes fill the pipe and the
  * socket buffers, and the loop then sleeps (no busy wake-ups on a readable
  * socket whose pipe is full), until the server reads again. */
@@ -508,6 +539,7 @@ int main(void) {
         tcase_add_test(tc, test_wait_is_bounded);
         tcase_add_test(tc, test_max_connections_stops_accepting);
         tcase_add_test(tc, test_stopped_forwarder_leaves_clients_in_the_backlog);
+        tcase_add_test(tc, test_out_of_fds_backs_off_then_forwards);
         tcase_add_test(tc, test_backpressure_without_busy_loop_then_all_bytes_arrive);
         suite_add_tcase(s, tc);
 
