@@ -302,6 +302,15 @@ static int start_command(struct supervisor *s) {
         return 0;
 }
 
+/* A new COMMAND that never ran: the guard watches the one that serves
+ * again (overlapping: the previous one), or nothing. */
+static void unwatch_new(struct supervisor *s) {
+        if (s->previous > 0)
+                guard_watch(s->job->guard, s->previous, s->previous_pidfd, s->config->group);
+        else
+                guard_unwatch(s->job->guard);
+}
+
 /* Let the new COMMAND exec; or, when publishing it failed (published <
  * 0), not: closing the gate unopened makes the child exit unexec'd. */
 static int open_gate(struct supervisor *s, int published) {
@@ -312,7 +321,7 @@ static int open_gate(struct supervisor *s, int published) {
         s->child = 0;
         if (published < 0) {
                 spawn_abandon(&s->gate);
-                guard_unwatch(s->job->guard);
+                unwatch_new(s);
                 forget_pidfd(s);
                 return published;
         }
@@ -320,7 +329,7 @@ static int open_gate(struct supervisor *s, int published) {
         if (r < 0) {
                 log_error_errno(r, "cannot run '%s': %m", command_name(s));
                 waitpid(pid, NULL, 0);
-                guard_unwatch(s->job->guard);
+                unwatch_new(s);
                 forget_pidfd(s);
                 s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
                 return r;
@@ -397,6 +406,9 @@ static void drop_next(struct supervisor *s) {
         s->group = s->config->group ? s->child : 0;
         s->previous = 0;
         s->previous_pidfd = -1;
+        /* The guard watched the new one: the old one serves again. */
+        if (s->child > 0)
+                guard_watch(s->job->guard, s->child, s->pidfd, s->config->group);
         readiness_set_command(s->job->readiness, s->child, 0);
         log_error("reload failed: generation %u keeps serving", s->generation);
         if (s->job->published) {
@@ -739,8 +751,15 @@ int supervise(struct job *job, struct outcome *ret) {
         /* A first COMMAND that could not be started for any reason but
          * its executable fails prebind at once, as the steps before it
          * do (no STOPPING=1); 126/127 go through the loop's end. */
-        if (s.error < 0)
+        if (s.error < 0) {
+                /* One that failed after its exec (readiness, the probes
+                 * of --netns) must not outlive prebind either. */
+                if (s.child > 0) {
+                        signal_command(&s, SIGKILL);
+                        waitpid(s.child, NULL, 0);
+                }
                 return s.error;
+        }
         /* Until COMMAND has ended for good, and every earlier generation
          * told to stop with it. */
         while ((s.state != LC_DONE || s.n_retirees > 0) && s.error == 0) {

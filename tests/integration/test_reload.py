@@ -108,6 +108,36 @@ def test_a_new_generation_that_crashes_or_never_gets_ready_leaves_the_old_one_se
     assert err.count("reload failed: generation 1 keeps serving") == 2, err
 
 
+def test_after_a_failed_reload_the_guard_still_stops_the_serving_generation(start, tmp_path):
+    """The guard watches the newest COMMAND: after a new generation failed,
+    the one that serves again is watched again, its group included, so a
+    SIGKILLed prebind leaves nothing of it (the parent-death signal alone
+    reaches COMMAND, not the rest of its group)."""
+    sleepers = tmp_path / "sleepers"
+    command = ["sh", "-c", f'sleep 1000 & echo $! >> {sleepers}; exec "$0" "$@"', PYTHON, SERVER, str(tmp_path)]
+    log = tmp_path / "stderr"
+    with open(log, "w") as f:
+        p = start(["--print", "--reload=overlap", "--group", "--ready-log=^generation [0-9]+ ready$", "--", *command],
+                  stderr=f)
+    int(p.readline())
+    assert wait_for(lambda: generation_file(tmp_path) == 1)
+    (tmp_path / "crash").touch()
+    p.send(signal.SIGHUP)
+    assert wait_for(lambda: generation_file(tmp_path) == 2)
+    assert wait_for(lambda: "reload failed: generation 1 keeps serving" in log.read_text()), log.read_text()
+    first = int(sleepers.read_text().split()[0])
+    try:
+        assert pid_alive(first)
+        p.proc.kill()
+        assert wait_for(lambda: not pid_alive(first), timeout=5), "generation 1's group outlived prebind"
+    finally:
+        for pid in (int(x) for x in sleepers.read_text().split()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def test_reloads_requested_during_a_reload_are_coalesced(start, tmp_path):
     p, port = start_overlap(start, tmp_path)
     with Generations(port) as load:
