@@ -326,6 +326,7 @@ int share_enter(const struct share_options *options, const char *description, st
                 .conn_fd = -1,
                 .log_fd = -1,
                 .linger_fd = -1,
+                .back_off_fd = -1,
         };
         s->description = strdup(description);
         if (!s->description)
