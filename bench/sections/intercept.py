@@ -132,9 +132,9 @@ def bench(ctx, sec):
     launch = [("prebind -- true", [ctx.prebind, "-q", "--", "/bin/true"]),
               ("prebind --intercept=8000 -- true",
                [ctx.prebind, "-q", "--intercept-via=seccomp", "--intercept=8000", "--", "/bin/true"])]
-    runs, warmup = (5, 1) if ctx.smoke else (100, 10)
+    runs, warmup = (5, 1) if ctx.smoke else (50, 10)
     launch_times = {n: [] for n, _ in launch}
-    for rnd in range(1 if ctx.smoke else 4):
+    for rnd in range(1 if ctx.smoke else 10):
         order = launch if rnd % 2 == 0 else launch[::-1]
         out = os.path.join(ctx.work, "intercept-launch-%d.json" % rnd)
         r = run([hyperfine, "-N", "-i", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
@@ -147,6 +147,23 @@ def bench(ctx, sec):
             launch_times[name] += [t * 1000 for t in by_cmd[shlex.join(c)]["times"]]
     plain_launch = median(launch_times["prebind -- true"])
     seccomp_launch = median(launch_times["prebind --intercept=8000 -- true"])
+
+    # What one system call costs under the filter (perf bench syscall
+    # basic: getppid() in a loop), alone and under prebind --intercept:
+    # the part of nginx's cost that is the filter's, without wrk's noise.
+    perf = shutil.which("perf", path="/usr/bin:" + DEFAULT_PATH)
+    syscall_ns = {"direct": [], "seccomp": []}
+    if perf:
+        loops = "100000" if ctx.smoke else "5000000"
+        bench_argv = [perf, "bench", "syscall", "basic", "--loop", loops]
+        for rnd in range(1 if ctx.smoke else 6):
+            for mode in (["direct", "seccomp"] if rnd % 2 == 0 else ["seccomp", "direct"]):
+                argv = bench_argv if mode == "direct" else [ctx.prebind, "-q", "--intercept-via=seccomp",
+                                                             "--intercept=8000", "--"] + bench_argv
+                m = re.search(r"([\d.]+) usecs/op", run(argv, timeout=120).stdout)
+                if not m:
+                    raise BenchError("perf bench syscall basic printed no usecs/op (%s)" % mode)
+                syscall_ns[mode].append(float(m.group(1)) * 1000)
 
     # Start-up: the same python3 -c pass, with and without the interposer
     # preloaded (and the variables that make it active).
@@ -177,16 +194,20 @@ def bench(ctx, sec):
         ["`prebind -- true`, median ms, seccomp", ms(plain_launch), ms(seccomp_launch),
          ratio(seccomp_launch, plain_launch)],
         ["`python3 -c pass`, median ms, interposer preloaded", ms(base), ms(pre), ratio(pre, base)],
-    ])
+    ] + ([["a system call (`perf bench syscall basic`, getppid), median ns, seccomp",
+           "%.0f" % median(syscall_ns["direct"]), "%.0f" % median(syscall_ns["seccomp"]),
+           ratio(median(syscall_ns["seccomp"]), median(syscall_ns["direct"]))]] if perf else []))
     sec.notes.append("nginx-light, worker_processes 1, access_log off, the same configuration; the "
                      "intercepted nginx binds its configured port and gets prebind's 127.0.0.1 socket, "
                      "through seccomp user notification (every system call of nginx's passes the filter) "
                      "or through the LD_PRELOAD interposer; rounds of %ds, alternated." % seconds)
+    sec.notes.append("Each round's ratio to direct, in order: seccomp %s; preload %s." % tuple(
+        " ".join("%.2f" % (x / d) for x, d in zip(rates[m], rates["direct"])) for m in ("seccomp", "preload")))
     sec.notes.append("Start-up: hyperfine -N, %d warm-up + %d runs per round, rounds in alternated order; "
                      "both through /usr/bin/env, the second with LD_PRELOAD and the broker variables set "
                      "(no bind, so no broker is asked)." % (warmup, runs))
     ctx.results["intercept"] = {"direct": direct, "intercepted": intercepted, "preloaded": preloaded,
-                                "seccomp_ratio": seccomp_ratio, "preload_ratio": preload_ratio,
+                                "rates": rates, "syscall_ns": syscall_ns, "seccomp_ratio": seccomp_ratio, "preload_ratio": preload_ratio,
                                 "start": base, "start_pre": pre, "launch": plain_launch,
                                 "launch_seccomp": seccomp_launch}
     sec.summary.append(["nginx requests/s, --intercept (seccomp) vs direct", "%.0f" % intercepted,
