@@ -44,12 +44,13 @@ static struct lc_transition exited_unasked(enum lc_state state, const struct lc_
 }
 
 static struct lc_transition transition(enum lc_state state, enum lc_event event, const struct lc_facts *f);
+static struct lc_transition stop_requested(enum lc_state state, const struct lc_facts *f);
 
 /* The effects that follow from the states alone: leaving the wait for
  * readiness, however, leaves no timeout or probe behind (a new COMMAND
  * starts its own, and so does the next generation). */
 struct lc_transition lifecycle_next(enum lc_state state, enum lc_event event, const struct lc_facts *f) {
-        struct lc_transition t = transition(state, event, f);
+        struct lc_transition t = event == LC_STOP_REQUEST ? stop_requested(state, f) : transition(state, event, f);
         bool waits = state == LC_WAITING_READY || state == LC_OVERLAPPING;
         bool still = t.state == LC_WAITING_READY || t.state == LC_OVERLAPPING;
 
@@ -121,8 +122,6 @@ static struct lc_transition transition(enum lc_state state, enum lc_event event,
 
         if (state == LC_DONE)
                 return same;
-        if (event == LC_STOP_REQUEST)
-                return stop_requested(state, f);
         if (state == LC_OVERLAPPING)
                 return overlapping(event, f);
         switch (event) {

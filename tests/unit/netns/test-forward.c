@@ -389,6 +389,14 @@ START_TEST(test_out_of_fds_backs_off_then_forwards) {
         ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
         none = (struct rlimit) { .rlim_cur = (rlim_t) lowest, .rlim_max = saved.rlim_max };
         ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &none), 0);
+        if ((lowest = dup(0)) >= 0) {
+                /* (valgrind keeps fds of its own: nothing to test.) */
+                close(lowest);
+                ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
+                close(c);
+                world_close(&w);
+                return;
+        }
         run_loop(w.loop, 50);
         ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
         forwarder_get_stats(w.f, &st);
