@@ -381,6 +381,8 @@ START_TEST(test_out_of_fds_backs_off_then_forwards) {
         struct rlimit saved, none;
         int c, s, lowest;
 
+        if (unit_under_valgrind())
+                return;
         world_open(&w, true, 8, 0);
         c = connect_to(port_of(w.outside)); /* waits in the backlog */
         lowest = dup(0);
@@ -389,14 +391,6 @@ START_TEST(test_out_of_fds_backs_off_then_forwards) {
         ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
         none = (struct rlimit) { .rlim_cur = (rlim_t) lowest, .rlim_max = saved.rlim_max };
         ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &none), 0);
-        if ((lowest = dup(0)) >= 0) {
-                /* (valgrind keeps fds of its own: nothing to test.) */
-                close(lowest);
-                ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
-                close(c);
-                world_close(&w);
-                return;
-        }
         run_loop(w.loop, 50);
         ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
         forwarder_get_stats(w.f, &st);
