@@ -719,6 +719,24 @@ static void supervisor_done(struct supervisor *s) {
         loop_free(s->loop);
 }
 
+/* prebind gives up: no COMMAND of its (the current one, the previous
+ * generation, those told to stop) may outlive it. Returns the error. */
+static int give_up(struct supervisor *s) {
+        if (s->child > 0) {
+                signal_command(s, SIGKILL);
+                waitpid(s->child, NULL, 0);
+        }
+        if (s->previous > 0) {
+                (void) signal_process(s->previous, s->config->group, SIGKILL);
+                waitpid(s->previous, NULL, 0);
+        }
+        for (size_t i = 0; i < s->n_retirees; i++) {
+                (void) signal_process(s->retirees[i]->pid, s->config->group, SIGKILL);
+                waitpid(s->retirees[i]->pid, NULL, 0);
+        }
+        return s->error;
+}
+
 int supervise(struct job *job, struct outcome *ret) {
         _cleanup_(supervisor_done) struct supervisor s = {
                 .job = job,
@@ -751,15 +769,8 @@ int supervise(struct job *job, struct outcome *ret) {
         /* A first COMMAND that could not be started for any reason but
          * its executable fails prebind at once, as the steps before it
          * do (no STOPPING=1); 126/127 go through the loop's end. */
-        if (s.error < 0) {
-                /* One that failed after its exec (readiness, the probes
-                 * of --netns) must not outlive prebind either. */
-                if (s.child > 0) {
-                        signal_command(&s, SIGKILL);
-                        waitpid(s.child, NULL, 0);
-                }
-                return s.error;
-        }
+        if (s.error < 0)
+                return give_up(&s); /* one that failed after its exec (readiness, --netns's probes) too */
         /* Until COMMAND has ended for good, and every earlier generation
          * told to stop with it. */
         while ((s.state != LC_DONE || s.n_retirees > 0) && s.error == 0) {
@@ -769,22 +780,8 @@ int supervise(struct job *job, struct outcome *ret) {
         }
         if (!s.told_stopping)
                 notify_manager("STOPPING=1");
-        if (s.error < 0) {
-                /* prebind gives up: COMMAND must not outlive it. */
-                if (s.child > 0) {
-                        signal_command(&s, SIGKILL);
-                        waitpid(s.child, NULL, 0);
-                }
-                if (s.previous > 0) {
-                        (void) signal_process(s.previous, s.config->group, SIGKILL);
-                        waitpid(s.previous, NULL, 0);
-                }
-                for (size_t i = 0; i < s.n_retirees; i++) {
-                        (void) signal_process(s.retirees[i]->pid, s.config->group, SIGKILL);
-                        waitpid(s.retirees[i]->pid, NULL, 0);
-                }
-                return s.error;
-        }
+        if (s.error < 0)
+                return give_up(&s);
         *ret = s.outcome;
         return 0;
 }
