@@ -169,15 +169,18 @@ void readiness_condition_met(struct readiness *r, enum ready_condition condition
         r->callback(READINESS_MET, r->userdata);
 }
 
-static void extend_timeout(struct readiness *r, uint64_t usec) {
+/* What is left of the timeout: 0 when it ran out (or cannot be read). */
+static uint64_t timeout_left_usec(const struct readiness *r) {
         struct itimerspec left;
-        uint64_t left_usec;
 
-        /* As systemd: the timeout becomes at least usec from now. */
         if (r->timer_fd < 0 || timerfd_gettime(r->timer_fd, &left) < 0)
-                return;
-        left_usec = (uint64_t) left.it_value.tv_sec * USEC_PER_SEC + (uint64_t) left.it_value.tv_nsec / 1000;
-        if (usec > left_usec)
+                return 0;
+        return (uint64_t) left.it_value.tv_sec * USEC_PER_SEC + (uint64_t) left.it_value.tv_nsec / 1000;
+}
+
+static void extend_timeout(struct readiness *r, uint64_t usec) {
+        /* As systemd: the timeout becomes at least usec from now. */
+        if (r->timer_fd >= 0 && usec > timeout_left_usec(r))
                 (void) timer_start(&r->timer_fd, usec);
 }
 
@@ -274,9 +277,15 @@ static int on_timeout(struct loop *l, int fd, uint32_t revents, void *userdata) 
 
         if (!timer_expired(fd))
                 return 0;
+        /* What COMMAND sent before the clock ran out counts, even if the
+         * loop reads it only now (a loaded machine runs the loop late, and
+         * the socket and the timer can then be ready in one wake-up): a
+         * READY=1 queued in time meets the condition, an
+         * EXTEND_TIMEOUT_USEC= re-arms the clock. */
+        readiness_hear(r);
         /* The callback may still ask what was missing: readiness_stop()
          * is the owner's call. */
-        if (r->pending)
+        if (r->pending && !timeout_left_usec(r))
                 r->callback(READINESS_TIMED_OUT, r->userdata);
         return 0;
 }

@@ -314,6 +314,40 @@ START_TEST(test_extend_timeout_postpones) {
 }
 END_TEST
 
+/* The loop runs late on a loaded machine: the clock has run out and a
+ * READY=1 waits on the socket when the loop next wakes. What is queued
+ * counts, whichever of the two the loop hands over first. */
+START_TEST(test_ready_queued_when_the_clock_runs_out_counts) {
+        struct fixture f;
+
+        fixture_init(&f, true, 20000);
+        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        usleep(60000); /* past the timeout, so the timer is ready first */
+        send_notification(f.r, "READY=1");
+        DISPATCH_UNTIL(&f, f.calls.met + f.calls.timed_out > 0, 1000);
+        ck_assert_int_eq(f.calls.met, 1);
+        ck_assert_int_eq(f.calls.timed_out, 0);
+        ck_assert(!readiness_waiting(f.r));
+        fixture_done(&f);
+}
+END_TEST
+
+START_TEST(test_extend_queued_when_the_clock_runs_out_counts) {
+        struct fixture f;
+        uint64_t start;
+
+        fixture_init(&f, true, 20000);
+        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        usleep(60000);
+        start = now_msec();
+        send_notification(f.r, "EXTEND_TIMEOUT_USEC=200000");
+        DISPATCH_UNTIL(&f, f.calls.timed_out > 0, 3000);
+        ck_assert_int_eq(f.calls.timed_out, 1);
+        ck_assert_uint_ge(now_msec() - start, 200);
+        fixture_done(&f);
+}
+END_TEST
+
 START_TEST(test_no_timeout_waits) {
         struct fixture f;
 
@@ -352,6 +386,8 @@ int main(void) {
         tcase_add_test(timeout, test_timeout_fires_through_the_loop);
         tcase_add_test(timeout, test_ready_in_time_stops_the_clock);
         tcase_add_test(timeout, test_extend_timeout_postpones);
+        tcase_add_test(timeout, test_ready_queued_when_the_clock_runs_out_counts);
+        tcase_add_test(timeout, test_extend_queued_when_the_clock_runs_out_counts);
         tcase_add_test(timeout, test_no_timeout_waits);
         suite_add_tcase(s, timeout);
         return unit_run(s);
