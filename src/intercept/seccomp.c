@@ -777,7 +777,8 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
         r = pin_caller(s, req, &addr, want, &c);
         if (r == 0)
                 v = decide_bind(s, req, &c, &addr.sa, (socklen_t) want);
-        else if (r != -ESTALE) {
+        /* EBADF: no such fd in the caller's table; the kernel says so. */
+        else if (r != -ESTALE && r != -EBADF) {
                 /* It binds by itself; the message at the deadline says. */
                 s->unreadable++;
                 s->unreadable_error = r;

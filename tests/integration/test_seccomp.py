@@ -267,6 +267,25 @@ def test_a_server_that_never_binds_is_124():
     assert "did not claim port 8000/tcp (it bound no IP port) within 0.3s" in out.stderr, out.stderr
 
 
+# bind(2) on an fd that is not open, as a buggy server might: EBADF.
+BIND_A_CLOSED_FD = r"""
+import ctypes, socket, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+addr = struct.pack("=H", socket.AF_INET) + struct.pack("!H", int(sys.argv[1])) + bytes(12)
+assert libc.bind(999, addr, len(addr)) == -1 and ctypes.get_errno() == 9
+time.sleep(30)
+"""
+
+
+def test_a_bind_on_a_closed_fd_is_not_blamed_on_the_reader():
+    """A bind the kernel refuses (EBADF) was counted as one prebind could
+    not inspect, blamed on "a non-root prebind" even as root."""
+    out = run(["--intercept-via=seccomp", "--intercept=8000", "--ready-timeout=1s", "--", PYTHON, "-c",
+               BIND_A_CLOSED_FD, "8000"], timeout=TIMEOUT)
+    assert out.returncode == 124, out.stderr
+    assert "did not claim port 8000/tcp (it bound no IP port) within 1.0s" in out.stderr, out.stderr
+
+
 def test_a_server_that_binds_another_port_is_named_with_what_it_bound(tmp_path):
     out = run(["--intercept-via=seccomp", "--intercept=8080", "--ready-timeout=3s", "--", PYTHON, "-c",
                BINDER, "plain", "0"], timeout=TIMEOUT)
