@@ -286,6 +286,30 @@ def test_a_bind_on_a_closed_fd_is_not_blamed_on_the_reader():
     assert "did not claim port 8000/tcp (it bound no IP port) within 1.0s" in out.stderr, out.stderr
 
 
+# A sockaddr_in with sin_family 0 for the port after the intercepted one:
+# Linux binds it as 0.0.0.0 (whether or not that port is free, the bind
+# was made, and is named).
+BIND_UNSPEC_NEXT_PORT = r"""
+import ctypes, socket, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+addr = struct.pack("=H", socket.AF_UNSPEC) + struct.pack("!H", int(sys.argv[1]) + 1) + bytes(12)
+libc.bind(s.fileno(), addr, len(addr))
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("via", ["seccomp", "preload"])
+def test_a_sin_family_0_bind_of_another_port_is_named(via):
+    """It was not seen as an IP bind at all: the line said "it bound no
+    IP port" (preload: that no bind() reached the interposer)."""
+    out = run([f"--intercept-via={via}", "--intercept={port}", "--subst", "--ready-timeout=1s", "--", PYTHON, "-c",
+               BIND_UNSPEC_NEXT_PORT, "{port}"], timeout=TIMEOUT, env=public_interposer_env())
+    assert out.returncode == 124, out.stderr
+    port = int(out.stderr.split("did not claim port ")[1].split("/")[0])
+    assert f"(it bound 0.0.0.0:{port + 1}/tcp instead)" in out.stderr, out.stderr
+
+
 def test_a_server_that_binds_another_port_is_named_with_what_it_bound(tmp_path):
     out = run(["--intercept-via=seccomp", "--intercept=8080", "--ready-timeout=3s", "--", PYTHON, "-c",
                BINDER, "plain", "0"], timeout=TIMEOUT)
