@@ -128,10 +128,22 @@ _Static_assert(SC_FLAG_SPEC_ALLOW == SECCOMP_FILTER_FLAG_SPEC_ALLOW, "SPEC_ALLOW
 
 /* Decoys handed out lately: a bind restarted on one is answered 0. */
 #define DECOYS_MAX 8
+/* Hand-overs of a target remembered for the decoy rule. */
+#define HANDED_MAX 8
+
+/* The interposer remembers one hand-over per process, its own last one,
+ * or its parent's, copied by fork(): here, by thread group. */
+struct handed {
+        pid_t tgid;
+        struct intercept_held held;
+};
 
 struct target_state {
         struct intercept_target target;
-        struct intercept_held held; /* dev, ino: the target's; fd, family: its last hand-over (fd -1: none) */
+        dev_t dev;
+        ino_t ino;
+        struct handed handed[HANDED_MAX]; /* the last hand-overs, newest at (n_handed - 1) % HANDED_MAX */
+        size_t n_handed;
 };
 
 struct intercept_seccomp {
@@ -315,7 +327,8 @@ int intercept_seccomp_new(const struct intercept_target *targets, size_t n, unsi
                         return -errno;
                 s->targets[i] = (struct target_state) {
                         .target = targets[i],
-                        .held = { .fd = -1, .dev = st.st_dev, .ino = st.st_ino },
+                        .dev = st.st_dev,
+                        .ino = st.st_ino,
                 };
         }
         s->n_targets = n;
@@ -423,7 +436,7 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
         s->unreadable = 0;
         /* A new process image holds nothing it was handed. */
         for (size_t i = 0; i < s->n_targets; i++)
-                s->targets[i].held.fd = -1;
+                s->targets[i].n_handed = 0;
         if (fd < 0)
                 return fd;
         drop_listener(s);
@@ -569,7 +582,7 @@ enum verdict {
 
 static bool is_ours(const struct intercept_seccomp *s, const struct stat *st) {
         for (size_t i = 0; i < s->n_targets; i++)
-                if (s->targets[i].held.dev == st->st_dev && s->targets[i].held.ino == st->st_ino)
+                if (s->targets[i].dev == st->st_dev && s->targets[i].ino == st->st_ino)
                         return true;
         for (size_t i = 0; i < s->n_decoys && i < DECOYS_MAX; i++)
                 if (s->decoys[i] == st->st_ino)
@@ -683,17 +696,30 @@ static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *r
         return 0;
 }
 
-/* The family of t's last hand-over while the caller still holds that
- * socket at that fd, and binds another (match.h's rule, as the
- * interposer's). */
-static int held_family(const struct caller *c, const struct target_state *t, int fd) {
-        _cleanup_close_ int at = -1;
+/* match.h's held family for one hand-over, seen from the caller. */
+static int held_at(const struct caller *c, const struct intercept_held *h, int fd) {
+        _cleanup_close_ int at = h->fd >= 0 && h->fd != fd ? (int) syscall(SYS_pidfd_getfd, c->thread, h->fd, 0U) : -1;
         struct stat st;
 
-        if (t->held.fd < 0 || t->held.fd == fd)
-                return 0;
-        at = (int) syscall(SYS_pidfd_getfd, c->thread, t->held.fd, 0U);
-        return intercept_held_family(&t->held, fd, at >= 0 && fstat(at, &st) == 0 ? &st : NULL);
+        return intercept_held_family(h, fd, at >= 0 && fstat(at, &st) == 0 ? &st : NULL);
+}
+
+/* As the interposer decides: by the caller's own last hand-over of t if
+ * it had one; else by one it inherited (the newest of another process's
+ * whose socket it holds at that fd). */
+static int held_family(const struct caller *c, const struct target_state *t, int fd) {
+        size_t n = t->n_handed < HANDED_MAX ? t->n_handed : HANDED_MAX;
+        int inherited = 0;
+
+        for (size_t k = 1; k <= n; k++) {
+                const struct handed *h = &t->handed[(t->n_handed - k) % HANDED_MAX];
+
+                if (h->tgid == c->process.pid)
+                        return held_at(c, &h->held, fd);
+                if (!inherited)
+                        inherited = held_at(c, &h->held, fd);
+        }
+        return inherited;
 }
 
 static enum verdict give_decoy(struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c,
@@ -726,8 +752,10 @@ static enum verdict decide_port(struct intercept_seccomp *s, const struct sc_not
                 return VERDICT_CONTINUE;
         log_debug("handed socket '%s' to pid %d at fd %d for its bind of port %u/%s", t->target.name, (int) c->tid, fd,
                   port, claims_type_name(type));
-        t->held.fd = fd;
-        t->held.family = family;
+        t->handed[t->n_handed++ % HANDED_MAX] = (struct handed) {
+                .tgid = c->process.pid,
+                .held = { .fd = fd, .family = family, .dev = t->dev, .ino = t->ino },
+        };
         s->claims.claimed[i] = true;
         return VERDICT_DONE;
 }

@@ -15,7 +15,8 @@
  *
  * serve binds PORT (prebind's own port: only its socket can have it),
  * listens, and answers each connection with "pid=P tid=T\n" until it is
- * killed; it exits 1 at once if the bind failed or got another port.
+ * killed; it exits 1 at once if the bind failed or got another port
+ * (fork-reclaim: or if a bind that should get a decoy got PORT).
  * leftover claims PORT, leaves a detached process behind and exits; that
  * process binds PORT once COMMAND has exited and writes what it got to
  * REPORT ("pid=P port=N" or "pid=P errno=E").
@@ -239,10 +240,43 @@ static void *server_thread(void *arg) {
         return NULL;
 }
 
+/* A child claims anew at the parent's fd number, in the other family
+ * (it closed its copy): the parent still holds the first socket there, so
+ * its own bind of that other family is a second one and gets a decoy,
+ * which must not have port. */
+static void serve_after_a_child_claimed(unsigned port) {
+        int fd = bind_shape("plain", port), done[2], decoy;
+        char byte = 0;
+        pid_t child;
+
+        if (pipe2(done, O_CLOEXEC) < 0 || (child = fork()) < 0)
+                die("fork", port);
+        if (child == 0) {
+                int s6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+                errno = 0;
+                if (s6 < 0 || dup3(s6, fd, O_CLOEXEC) < 0 || bind_any(fd, AF_INET6, port) < 0 ||
+                    local_port(fd) != port)
+                        die("the child's bind [::]", port);
+                _exit(write(done[1], &byte, 1) == 1 ? 0 : 1);
+        }
+        close(done[1]);
+        if (read(done[0], &byte, 1) != 1)
+                die("the child's claim", port);
+        waitpid(child, NULL, 0);
+        decoy = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        errno = 0;
+        if (decoy < 0 || bind_any(decoy, AF_INET6, port) < 0 || local_port(decoy) == port || local_port(decoy) == 0)
+                die("a second family's bind (a decoy)", port);
+        serve(fd);
+}
+
 static int serve_shape(const char *shape, unsigned port) {
         static struct server s;
         pthread_t t;
 
+        if (strcmp(shape, "fork-reclaim") == 0)
+                serve_after_a_child_claimed(port);
         s = (struct server) { .shape = shape, .port = port, .main_thread = pthread_self() };
         if (strcmp(shape, "files-thread") != 0 && strcmp(shape, "orphan-thread") != 0)
                 serve(bind_shape(shape, port));

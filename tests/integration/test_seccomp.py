@@ -611,6 +611,21 @@ def test_the_four_bind_shapes_under_both_mechanisms_with_the_same_outcome(start,
 
 
 @pytest.mark.parametrize("via", ["seccomp", "preload"])
+def test_a_child_that_claims_anew_does_not_change_its_parents_decoy_rule(start, via):
+    """COMMAND claims 0.0.0.0:P at fd N; its child closes its copy and
+    claims [::]:P at the same fd N; COMMAND, which still holds the first
+    socket, then binds [::]:P: a second family, so a decoy (the
+    interposer remembers per process). The child's claim is not
+    COMMAND's: taken for it, COMMAND got prebind's socket at two fds."""
+    p = start([f"--intercept-via={via}", "--intercept={port}", "--subst", "--print=port", "--ready-timeout=20s", "--",
+               INTERCEPT_CLIENT, "serve", "fork-reclaim", "{port}"], env=public_interposer_env())
+    port = int(p.readline())
+    # COMMAND accepts once its decoy check passed; if it failed, it exited.
+    assert int(hello(port)["pid"]) in [int(c) for c in children(p.pid)], p.stderr_text()
+    assert p.stop() == 128 + signal.SIGTERM, p.err
+
+
+@pytest.mark.parametrize("via", ["seccomp", "preload"])
 def test_a_leftover_of_an_exited_command_is_refused_during_the_restart_delay(start, tmp_path, via):
     """COMMAND claims, exits, and leaves a detached process that binds
     the port in the restart delay: it is refused the published socket
