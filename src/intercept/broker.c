@@ -60,9 +60,6 @@ struct broker {
         size_t n_pending;
         struct claims claims; /* of targets[], and the binds COMMAND reported */
         size_t n_reports;     /* total since broker_set_command(), decoys too */
-        unsigned refused;     /* claims refused since then */
-        pid_t refused_pid;
-        const char *refused_why; /* the last refusal's reason */
         char env_address[sizeof "PREBIND_BROKER=" + sizeof(struct sockaddr_un)];
         char env_ports[sizeof "PREBIND_INTERCEPT=" + INTERCEPT_PORTS_MAX * 12];
 };
@@ -73,7 +70,7 @@ static int open_listener(struct broker *b) {
         int n;
 
         /* Claims are answered only for COMMAND and its descendants
-         * (the peer's pidfd, see claim_refusal()), whoever finds the
+         * (the peer's pidfd, see claims_refusal()), whoever finds the
          * name: abstract names are listed in /proc/net/unix. */
         n = abstract_socket_name(name, sizeof name, "broker");
         if (n < 0)
@@ -150,7 +147,6 @@ void broker_set_command(struct broker *b, pid_t pid) {
         b->command = pid;
         claims_restart(&b->claims);
         b->n_reports = 0;
-        b->refused = 0;
 }
 
 void broker_forget_command(struct broker *b) {
@@ -218,21 +214,7 @@ static const struct intercept_target *find_target(const struct broker *b, uint32
 /* Anyone may connect to the broker and ask, as often as they like
  * (issue 19): what they make prebind say is rate-limited. */
 static struct log_ratelimit unknown_claims = LOG_RATELIMIT_INIT("claims of ports not intercepted");
-static struct log_ratelimit refused_claims = LOG_RATELIMIT_INIT("refused claims");
 static struct log_ratelimit reports = LOG_RATELIMIT_INIT("bind reports");
-
-/* Why a claim from peer is refused, or NULL: only the process that
- * connected may claim, while it lives, if it is COMMAND or descends from
- * it (issue 19). */
-static const char *claim_refusal(const struct broker *b, const struct peer *peer) {
-        if (peer_exited(peer))
-                return "had exited since it connected";
-        if (!b->command)
-                return "came after COMMAND exited";
-        if (!peer_descends_from(peer, b->command))
-                return "does not descend from COMMAND";
-        return NULL;
-}
 
 static void handle_claim(struct broker *b, int conn, const struct peer *peer, const struct intercept_request *req) {
         const struct intercept_target *t = find_target(b, req->port, req->type);
@@ -249,13 +231,9 @@ static void handle_claim(struct broker *b, int conn, const struct peer *peer, co
                 reply(conn, ENOENT, 0, -1);
                 return;
         }
-        why = claim_refusal(b, peer);
+        why = claims_refusal(b->command, peer);
         if (why) {
-                log_ratelimited(&refused_claims, LOG_LEVEL_INFO, "refused port %u to pid %d, which %s", req->port,
-                                (int) peer->pid, why);
-                b->refused++;
-                b->refused_pid = peer->pid;
-                b->refused_why = why;
+                claims_refuse(&b->claims, req->port, peer->pid, why);
                 reply(conn, EPERM, 0, -1);
                 return;
         }
@@ -479,10 +457,7 @@ void broker_describe_unmet(const struct broker *b, char *buf, size_t size) {
 
         if (len == 0)
                 return; /* all claimed */
-        if (b->refused)
-                (void) claims_append(buf, size, len, " (%u claim%s refused to pid %d, which %s)", b->refused,
-                                     b->refused == 1 ? "" : "s", (int) b->refused_pid, b->refused_why);
-        else if (b->n_reports == 0)
+        if (!b->claims.refused && b->n_reports == 0)
                 (void) claims_append(buf, size, len,
                                      " (no bind() of a port reached the interposer; static and Go "
                                      "programs bypass it with raw system calls, which --intercept-via=seccomp "

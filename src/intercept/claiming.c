@@ -72,6 +72,10 @@ static void seccomp_claims_set_command(void *s, pid_t pid, const char *command) 
                 log_error_errno(r, "cannot take the seccomp listener of '%s' (--intercept): %m", command);
 }
 
+static void seccomp_claims_forget_command(void *s) {
+        intercept_seccomp_forget_command(s);
+}
+
 static bool seccomp_claims_all_claimed(const void *s) {
         return intercept_seccomp_all_claimed(s);
 }
@@ -84,12 +88,12 @@ static void seccomp_claims_free(void *s) {
         intercept_seccomp_free(s);
 }
 
-/* A new listener comes with each COMMAND: nothing to forget. */
 const struct claim_source_ops seccomp_claims_ops = {
         .attach = seccomp_claims_attach,
         .detach = seccomp_claims_detach,
         .dispatch = seccomp_claims_dispatch,
         .set_command = seccomp_claims_set_command,
+        .forget_command = seccomp_claims_forget_command,
         .all_claimed = seccomp_claims_all_claimed,
         .describe_unmet = seccomp_claims_describe_unmet,
         .free = seccomp_claims_free,

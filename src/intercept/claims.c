@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "claims.h"
+#include "log.h"
 
 const char *claims_type_name(int type) {
         return type == SOCK_DGRAM ? "udp" : type == SOCK_STREAM ? "tcp" : "other";
@@ -41,6 +42,26 @@ void claims_init(struct claims *c, const struct intercept_target *targets, size_
 void claims_restart(struct claims *c) {
         memset(c->claimed, 0, sizeof c->claimed);
         c->notes.n = 0;
+        c->refused = 0;
+}
+
+const char *claims_refusal(pid_t command, const struct peer *peer) {
+        if (peer_exited(peer))
+                return "had exited since it connected";
+        if (!command)
+                return "came after COMMAND exited";
+        if (!peer_descends_from(peer, command))
+                return "does not descend from COMMAND";
+        return NULL;
+}
+
+static struct log_ratelimit refused_claims = LOG_RATELIMIT_INIT("refused claims");
+
+void claims_refuse(struct claims *c, unsigned port, pid_t pid, const char *why) {
+        log_ratelimited(&refused_claims, LOG_LEVEL_INFO, "refused port %u to pid %d, which %s", port, (int) pid, why);
+        c->refused++;
+        c->refused_pid = pid;
+        c->refused_why = why;
 }
 
 bool claims_all_claimed(const struct claims *c) {
@@ -76,5 +97,8 @@ size_t claims_describe(const struct claims *c, char *buf, size_t size) {
         }
         if (shown)
                 len = claims_append(buf, size, len, " instead)");
+        if (c->refused)
+                len = claims_append(buf, size, len, " (%u claim%s refused to pid %d, which %s)", c->refused,
+                                    c->refused == 1 ? "" : "s", (int) c->refused_pid, c->refused_why);
         return len;
 }

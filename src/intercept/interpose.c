@@ -48,12 +48,9 @@ static size_t n_ports;
  * the same intercepted port at once could both claim (both then work,
  * sharing one socket). */
 static struct claim {
-        uint16_t port;
+        uint16_t port; /* 0: a free slot */
         int type;
-        int fd;
-        int family; /* of the bind that got it */
-        dev_t dev;
-        ino_t ino;
+        struct intercept_held held;
 } claims[INTERCEPT_PORTS_MAX];
 
 __attribute__((constructor)) static void intercept_init(void) {
@@ -203,14 +200,15 @@ static struct claim *claim_slot(uint16_t port, int type) {
         return free_slot;
 }
 
-/* Does this process still hold the socket it was handed for this port, at
- * another fd? Then the bind is a second one (the other family, another
- * interface), not a retry. */
-static bool still_held(const struct claim *c, int fd) {
+/* The family of the bind that got this port's socket, if this process
+ * still holds it at another fd (match.h's rule): then the bind is a
+ * second one (the other family, another interface), not a retry. */
+static int held_family(const struct claim *c, int fd) {
         struct stat st;
 
-        return c && c->port != 0 && c->fd != fd && fstat(c->fd, &st) == 0 && st.st_dev == c->dev &&
-               st.st_ino == c->ino;
+        if (!c || c->port == 0)
+                return 0;
+        return intercept_held_family(&c->held, fd, fstat(c->held.fd, &st) == 0 ? &st : NULL);
 }
 
 /* Put the handed socket in place of the server's, at the same fd, with
@@ -232,7 +230,9 @@ static int take_over(int fd, int handed) {
 }
 
 EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len) {
-        struct sockaddr_storage decoy;
+        struct sockaddr_storage decoy, bound;
+        const struct sockaddr *as_bound = (const struct sockaddr *) &bound;
+        socklen_t bound_len;
         struct claim *slot;
         struct stat st;
         uint16_t port;
@@ -246,25 +246,29 @@ EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len) {
                 errno = saved_errno;
                 return next_bind(fd, addr, len);
         }
-        if (!intercept_sockaddr_port(addr, len, &port) || port == 0)
+        /* What the kernel would bind (match.h), sin_family 0 included. */
+        bound_len = intercept_bind_address(sockopt_int(fd, SOL_SOCKET, SO_DOMAIN), addr, len, &bound);
+        if (bound_len == 0 || !intercept_sockaddr_port(as_bound, bound_len, &port) || port == 0) {
+                errno = saved_errno;
                 return next_bind(fd, addr, len);
+        }
         type = sockopt_int(fd, SOL_SOCKET, SO_TYPE);
         if (!intercept_match(ports, n_ports, port, type)) {
-                report(INTERCEPT_REPORT, addr, len, port, type);
+                report(INTERCEPT_REPORT, as_bound, bound_len, port, type);
                 errno = saved_errno;
                 return next_bind(fd, addr, len);
         }
 
         /* A second bind of an intercepted port: match.h's rule. */
         slot = claim_slot(port, type);
-        if (intercept_bind_rule(still_held(slot, fd) ? slot->family : 0, addr->sa_family) == INTERCEPT_GIVE_DECOY) {
-                socklen_t dlen = intercept_decoy_address(addr->sa_family, &decoy);
-                report(INTERCEPT_DECOY, addr, len, port, type);
+        if (intercept_bind_rule(held_family(slot, fd), bound.ss_family) == INTERCEPT_GIVE_DECOY) {
+                socklen_t dlen = intercept_decoy_address(bound.ss_family, &decoy);
+                report(INTERCEPT_DECOY, as_bound, bound_len, port, type);
                 errno = saved_errno;
                 return next_bind(fd, (struct sockaddr *) &decoy, dlen);
         }
 
-        handed = claim(addr, len, port, type, &handed_port);
+        handed = claim(as_bound, bound_len, port, type, &handed_port);
         if (handed < 0) {
                 /* Refused, or no broker: bind by itself. prebind, which
                  * waits for a claim, says why when its deadline passes. */
@@ -278,12 +282,11 @@ EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len) {
         }
         close(handed);
         if (slot)
-                *slot = (struct claim) { .port = port,
-                                         .type = type,
-                                         .fd = fd,
-                                         .family = addr->sa_family,
-                                         .dev = st.st_dev,
-                                         .ino = st.st_ino };
+                *slot = (struct claim) {
+                        .port = port,
+                        .type = type,
+                        .held = { .fd = fd, .family = bound.ss_family, .dev = st.st_dev, .ino = st.st_ino },
+                };
         errno = saved_errno;
         return 0;
 }

@@ -106,6 +106,30 @@ bool intercept_sockaddr_port(const struct sockaddr *sa, socklen_t len, uint16_t 
         return false;
 }
 
+socklen_t intercept_bind_address(int domain, const struct sockaddr *sa, socklen_t len, struct sockaddr_storage *ret) {
+        memset(ret, 0, sizeof *ret);
+        if (!sa || len < (socklen_t) sizeof(sa_family_t))
+                return 0;
+        if (domain == AF_INET && len >= (socklen_t) sizeof(struct sockaddr_in)) {
+                struct sockaddr_in *in = (struct sockaddr_in *) ret;
+
+                memcpy(in, sa, sizeof *in);
+                if (in->sin_family == AF_UNSPEC && in->sin_addr.s_addr == htonl(INADDR_ANY))
+                        in->sin_family = AF_INET;
+                return in->sin_family == AF_INET ? (socklen_t) sizeof *in : 0;
+        }
+        /* The kernel takes a sockaddr_in6 without sin6_scope_id (24
+         * bytes, RFC 2133) too. */
+        if (domain == AF_INET6 && sa->sa_family == AF_INET6 &&
+            len >= (socklen_t) offsetof(struct sockaddr_in6, sin6_scope_id)) {
+                size_t n = (size_t) len < sizeof(struct sockaddr_in6) ? (size_t) len : sizeof(struct sockaddr_in6);
+
+                memcpy(ret, sa, n);
+                return (socklen_t) sizeof(struct sockaddr_in6);
+        }
+        return 0;
+}
+
 const struct intercept_port *intercept_match(const struct intercept_port *ports, size_t n, uint16_t port, int type) {
         type &= ~(SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (port == 0)
@@ -118,6 +142,12 @@ const struct intercept_port *intercept_match(const struct intercept_port *ports,
 
 enum intercept_action intercept_bind_rule(int held_family, int family) {
         return held_family == 0 || held_family == family ? INTERCEPT_GIVE_SOCKET : INTERCEPT_GIVE_DECOY;
+}
+
+int intercept_held_family(const struct intercept_held *h, int fd, const struct stat *at_fd) {
+        if (h->fd < 0 || h->fd == fd || !at_fd || at_fd->st_dev != h->dev || at_fd->st_ino != h->ino)
+                return 0;
+        return h->family;
 }
 
 socklen_t intercept_decoy_address(int family, struct sockaddr_storage *ret) {

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #define INTERCEPT_PORTS_MAX 32
 
@@ -30,6 +31,15 @@ int intercept_ports_format(const struct intercept_port *ports, size_t n, char *b
  * anything else (unix, netlink, a short or NULL address). */
 bool intercept_sockaddr_port(const struct sockaddr *sa, socklen_t len, uint16_t *ret_port);
 
+/* The address a bind() of sa on a socket of domain binds, as Linux reads
+ * it, copied to ret with that family: a sockaddr_in whose sin_family is
+ * 0 (AF_UNSPEC) with INADDR_ANY binds 0.0.0.0 on an AF_INET socket
+ * (inet_bind()), and would escape a check of sa_family. Returns its
+ * length, or 0 for what the kernel does not bind as an IP address (a
+ * short address, another family, or the other IP family's address,
+ * which the kernel refuses). Both mechanisms decide on this address. */
+socklen_t intercept_bind_address(int domain, const struct sockaddr *sa, socklen_t len, struct sockaddr_storage *ret);
+
 /* The entry for a bind of port on a socket of type (SOCK_CLOEXEC and
  * SOCK_NONBLOCK bits are ignored), or NULL. Port 0 never matches. */
 const struct intercept_port *intercept_match(const struct intercept_port *ports, size_t n, uint16_t port, int type);
@@ -48,6 +58,24 @@ enum intercept_action {
         INTERCEPT_GIVE_DECOY,
 };
 enum intercept_action intercept_bind_rule(int held_family, int family);
+
+/* The socket a process was handed for an intercepted port: at which fd,
+ * for a bind of which family, and which socket it is. */
+struct intercept_held {
+        int fd; /* -1: none handed */
+        int family;
+        dev_t dev;
+        ino_t ino;
+};
+
+/* held_family for intercept_bind_rule(), the same for both mechanisms: the
+ * family of h's bind while the caller still holds that socket at h->fd
+ * (at_fd: its fstat() of h->fd now, NULL when it has nothing there), and
+ * the new bind is on another fd; else 0. A server that closed the first
+ * socket binds anew: "[::]:P, close, 0.0.0.0:P" gets the socket again,
+ * where a decoy would leave the published port queueing connections
+ * nobody accepts. */
+int intercept_held_family(const struct intercept_held *h, int fd, const struct stat *at_fd);
 
 /* A decoy for a bind of the other family (intercept_bind_rule()):
  * loopback port 0 of the same family, which nobody is told about. Returns its length, or 0 for a family other than

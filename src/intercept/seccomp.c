@@ -120,15 +120,30 @@ _Static_assert(SC_FLAG_SPEC_ALLOW == SECCOMP_FILTER_FLAG_SPEC_ALLOW, "SPEC_ALLOW
 #ifndef SYS_pidfd_getfd
 #define SYS_pidfd_getfd 438
 #endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+/* pidfd_open()'s PIDFD_THREAD (Linux 6.9): O_EXCL. */
+#define SC_PIDFD_THREAD O_EXCL
 
 /* Decoys handed out lately: a bind restarted on one is answered 0. */
 #define DECOYS_MAX 8
+/* Hand-overs of a target remembered for the decoy rule. */
+#define HANDED_MAX 8
+
+/* The interposer remembers one hand-over per process, its own last one,
+ * or its parent's, copied by fork(): here, by thread group. */
+struct handed {
+        pid_t tgid;
+        struct intercept_held held;
+};
 
 struct target_state {
         struct intercept_target target;
         dev_t dev;
         ino_t ino;
-        int family; /* of the bind that got it, once claimed (claims.claimed) */
+        struct handed handed[HANDED_MAX]; /* the last hand-overs, newest at (n_handed - 1) % HANDED_MAX */
+        size_t n_handed;
 };
 
 struct intercept_seccomp {
@@ -144,7 +159,8 @@ struct intercept_seccomp {
         struct claims claims; /* of targets[], and the binds that got nothing of prebind's */
         ino_t decoys[DECOYS_MAX];
         size_t n_decoys;
-        unsigned unreadable; /* binds whose address could not be read */
+        unsigned unreadable;  /* binds whose caller could not be inspected */
+        int unreadable_error; /* the last one's -errno */
 };
 
 /* The filter: bind() of this architecture goes to the listener, every
@@ -309,7 +325,11 @@ int intercept_seccomp_new(const struct intercept_target *targets, size_t n, unsi
 
                 if (fstat(targets[i].fd, &st) < 0)
                         return -errno;
-                s->targets[i] = (struct target_state) { .target = targets[i], .dev = st.st_dev, .ino = st.st_ino };
+                s->targets[i] = (struct target_state) {
+                        .target = targets[i],
+                        .dev = st.st_dev,
+                        .ino = st.st_ino,
+                };
         }
         s->n_targets = n;
         claims_init(&s->claims, targets, n);
@@ -414,6 +434,9 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
         s->command = pid;
         claims_restart(&s->claims);
         s->unreadable = 0;
+        /* A new process image holds nothing it was handed. */
+        for (size_t i = 0; i < s->n_targets; i++)
+                s->targets[i].n_handed = 0;
         if (fd < 0)
                 return fd;
         drop_listener(s);
@@ -425,24 +448,64 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
         return 0;
 }
 
+void intercept_seccomp_forget_command(struct intercept_seccomp *s) {
+        s->command = 0;
+}
+
 bool intercept_seccomp_all_claimed(const struct intercept_seccomp *s) {
         return claims_all_claimed(&s->claims);
 }
 
-int intercept_seccomp_parse_tgid(const char *status, pid_t *ret) {
-        for (const char *line = status; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
-                if (strncmp(line, "Tgid:", 5) == 0) {
+/* The index-th number (0: the first) of the line that starts with key
+ * ("Tgid:", "Uid:") in a /proc/PID/status text. */
+static int status_number(const char *status, const char *key, unsigned index, long *ret) {
+        size_t klen = strlen(key);
+
+        for (const char *line = status; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+                const char *p = line + klen;
+
+                if (strncmp(line, key, klen) != 0)
+                        continue;
+                for (unsigned i = 0;; i++) {
                         char *end;
                         long v;
 
-                        errno = 0;
-                        v = strtol(line + 5, &end, 10);
-                        if (errno || end == line + 5 || v <= 0 || v > INT32_MAX || (*end && *end != '\n'))
+                        p += strspn(p, " \t");
+                        if (*p < '0' || *p > '9')
                                 return -EINVAL;
-                        *ret = (pid_t) v;
-                        return 0;
+                        errno = 0;
+                        v = strtol(p, &end, 10);
+                        if (errno || (*end && !strchr(" \t\n", *end)))
+                                return -EINVAL;
+                        if (i == index) {
+                                *ret = v;
+                                return 0;
+                        }
+                        p = end;
                 }
+        }
         return -EINVAL;
+}
+
+int intercept_seccomp_parse_tgid(const char *status, pid_t *ret) {
+        long v;
+
+        if (status_number(status, "Tgid:", 0, &v) < 0 || v <= 0 || v > INT32_MAX)
+                return -EINVAL;
+        *ret = (pid_t) v;
+        return 0;
+}
+
+int intercept_seccomp_parse_ids(const char *status, uid_t *ret_uid, gid_t *ret_gid) {
+        long uid, gid;
+
+        /* The effective ids: what SO_PEERCRED reports of a broker's peer. */
+        if (status_number(status, "Uid:", 1, &uid) < 0 || status_number(status, "Gid:", 1, &gid) < 0 ||
+            uid >= (long) UINT32_MAX || gid >= (long) UINT32_MAX)
+                return -EINVAL;
+        *ret_uid = (uid_t) uid;
+        *ret_gid = (gid_t) gid;
+        return 0;
 }
 
 int intercept_seccomp_parse_fdinfo_flags(const char *fdinfo, unsigned *ret) {
@@ -480,23 +543,15 @@ static int read_proc(const char *path, char *buf, size_t size) {
         return 0;
 }
 
-/* Notifications name the calling thread: its process holds the fds. */
-static int thread_group(pid_t tid, pid_t *ret) {
-        char path[64], buf[2048];
-        int r;
-
-        snprintf(path, sizeof path, "/proc/%d/status", (int) tid);
-        r = read_proc(path, buf, sizeof buf);
-        return r < 0 ? r : intercept_seccomp_parse_tgid(buf, ret);
-}
-
 /* Is the server's fd close-on-exec? The copy pidfd_getfd() makes always
- * is: the server's own flag is in its fdinfo. */
-static bool fd_is_cloexec(pid_t tgid, int fd) {
+ * is: the server's own flag is in the fdinfo of the thread that binds
+ * (/proc/TID: its own file table, and there even when the thread group's
+ * leader has exited). */
+static bool fd_is_cloexec(pid_t tid, int fd) {
         char path[64], buf[512];
         unsigned flags = 0;
 
-        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int) tgid, fd);
+        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int) tid, fd);
         if (read_proc(path, buf, sizeof buf) < 0 || intercept_seccomp_parse_fdinfo_flags(buf, &flags) < 0)
                 return false;
         return (flags & O_CLOEXEC) != 0;
@@ -554,19 +609,84 @@ static int make_decoy(struct intercept_seccomp *s, int family, int type) {
         return TAKE_FD(fd);
 }
 
+/* The thread that called bind(), pinned: the notification names a
+ * thread, whose file table is its own after unshare(CLONE_FILES), and
+ * whose thread group's leader may have exited (pthread_exit() in main():
+ * a zombie, with no files). */
+struct caller {
+        pid_t tid;
+        int thread;          /* pidfd of the thread: its file table */
+        struct peer process; /* its thread group, for claims_refusal() */
+        int copy;            /* the bind's fd, copied from the thread */
+        struct stat st;      /* of copy */
+};
+
+static void caller_done(struct caller *c) {
+        closep(&c->thread);
+        closep(&c->copy);
+        peer_done(&c->process);
+}
+
+/* A pidfd of the thread itself (PIDFD_THREAD, Linux 6.9); before, the
+ * thread group's, whose table is the thread's unless it unshared it. */
+static int open_thread_pidfd(pid_t tid, pid_t tgid) {
+        int fd = (int) syscall(SYS_pidfd_open, tid, SC_PIDFD_THREAD);
+
+        return fd >= 0 ? fd : errno == EINVAL ? open_pidfd(tgid) : -errno;
+}
+
+/* Pin the caller of req and read its sockaddr into addr (want bytes).
+ * Returns 0, -ESTALE when the notification is gone (the thread may have
+ * gone and its id been reused since it was queued, seccomp_unotify(2)),
+ * or -errno: a non-root prebind cannot read a non-dumpable target
+ * (EPERM). */
+static int pin_caller(struct intercept_seccomp *s, const struct sc_notif *req, void *addr, size_t want,
+                      struct caller *c) {
+        struct iovec local = { .iov_base = addr, .iov_len = want };
+        /* NOLINTNEXTLINE(performance-no-int-to-ptr): an address in the target, for process_vm_readv() */
+        struct iovec remote = { .iov_base = (void *) (uintptr_t) req->data.args[1], .iov_len = want };
+        char path[64], status[2048];
+        uint64_t id = req->id;
+        pid_t tgid;
+        uid_t uid;
+        gid_t gid;
+        int r;
+
+        c->tid = (pid_t) req->pid;
+        errno = 0;
+        if (process_vm_readv(c->tid, &local, 1, &remote, 1, 0) != (ssize_t) want)
+                return errno ? -errno : -EIO;
+        snprintf(path, sizeof path, "/proc/%d/status", (int) c->tid);
+        if ((r = read_proc(path, status, sizeof status)) < 0 ||
+            (r = intercept_seccomp_parse_tgid(status, &tgid)) < 0 ||
+            (r = intercept_seccomp_parse_ids(status, &uid, &gid)) < 0 || (r = open_thread_pidfd(c->tid, tgid)) < 0)
+                return r;
+        c->thread = r;
+        if ((r = open_pidfd(tgid)) < 0)
+                return r;
+        peer_init(&c->process, tgid, uid, gid, r);
+        /* Read, then check: what was read is the caller's. */
+        if (ioctl(s->listener, SC_IOCTL_NOTIF_ID_VALID, &id) < 0)
+                return -ESTALE;
+        c->copy = (int) syscall(SYS_pidfd_getfd, c->thread, (int) req->data.args[0], 0U);
+        if (c->copy < 0 || fstat(c->copy, &c->st) < 0)
+                return -errno;
+        return 0;
+}
+
 /* Put src at the server's fd number, with its close-on-exec and its
  * O_NONBLOCK (which lives on the open file description: prebind's copy
  * takes the server's choice; prebind never accepts on it). */
-static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *req, pid_t tgid, int copy, int src) {
+static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c, int src) {
         int fd = (int) req->data.args[0];
         struct sc_notif_addfd addfd = {
                 .id = req->id,
                 .flags = SC_ADDFD_FLAG_SETFD,
                 .srcfd = (uint32_t) src,
                 .newfd = (uint32_t) fd,
-                .newfd_flags = fd_is_cloexec(tgid, fd) ? O_CLOEXEC : 0,
+                .newfd_flags = fd_is_cloexec(c->tid, fd) ? O_CLOEXEC : 0,
         };
-        int theirs = fcntl(copy, F_GETFL), ours = fcntl(src, F_GETFL);
+        int theirs = fcntl(c->copy, F_GETFL), ours = fcntl(src, F_GETFL);
 
         if (theirs >= 0 && ours >= 0 && (theirs & O_NONBLOCK) != (ours & O_NONBLOCK))
                 (void) fcntl(src, F_SETFL, (ours & ~O_NONBLOCK) | (theirs & O_NONBLOCK));
@@ -576,77 +696,123 @@ static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *r
         return 0;
 }
 
-static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *req) {
-        union sockaddr_any addr = { 0 };
-        uint64_t len = req->data.args[2];
-        size_t want = len < sizeof addr ? (size_t) len : sizeof addr;
-        struct iovec local = { .iov_base = &addr, .iov_len = want };
-        /* NOLINTNEXTLINE(performance-no-int-to-ptr): an address in the target, for process_vm_readv() */
-        struct iovec remote = { .iov_base = (void *) (uintptr_t) req->data.args[1], .iov_len = want };
-        _cleanup_close_ int pidfd = -1, copy = -1, decoy = -1;
-        const struct intercept_port *match;
-        struct target_state *t;
+/* match.h's held family for one hand-over, seen from the caller. */
+static int held_at(const struct caller *c, const struct intercept_held *h, int fd) {
+        _cleanup_close_ int at = h->fd >= 0 && h->fd != fd ? (int) syscall(SYS_pidfd_getfd, c->thread, h->fd, 0U) : -1;
         struct stat st;
-        uint64_t id = req->id;
-        size_t i;
-        uint16_t port;
-        pid_t tgid;
-        int type, fd = (int) req->data.args[0], family;
 
-        if (len < sizeof(sa_family_t) || len > INT32_MAX || fd < 0)
+        return intercept_held_family(h, fd, at >= 0 && fstat(at, &st) == 0 ? &st : NULL);
+}
+
+/* As the interposer decides: by the caller's own last hand-over of t if
+ * it had one; else by one it inherited (the newest of another process's
+ * whose socket it holds at that fd). */
+static int held_family(const struct caller *c, const struct target_state *t, int fd) {
+        size_t n = t->n_handed < HANDED_MAX ? t->n_handed : HANDED_MAX;
+        int inherited = 0;
+
+        for (size_t k = 1; k <= n; k++) {
+                const struct handed *h = &t->handed[(t->n_handed - k) % HANDED_MAX];
+
+                if (h->tgid == c->process.pid)
+                        return held_at(c, &h->held, fd);
+                if (!inherited)
+                        inherited = held_at(c, &h->held, fd);
+        }
+        return inherited;
+}
+
+static enum verdict give_decoy(struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c,
+                               int family, int type, unsigned port) {
+        _cleanup_close_ int decoy = make_decoy(s, family, type);
+
+        if (decoy < 0 || hand_over(s, req, c, decoy) < 0)
                 return VERDICT_CONTINUE;
-        /* A non-root prebind cannot read a non-dumpable target (EPERM):
-         * then it binds by itself, and the message at the deadline says. */
-        if (process_vm_readv((pid_t) req->pid, &local, 1, &remote, 1, 0) != (ssize_t) want ||
-            thread_group((pid_t) req->pid, &tgid) < 0 || (pidfd = open_pidfd(tgid)) < 0) {
-                s->unreadable++;
+        log_debug("pid %d bound port %u/%s of the other family again: given a private port of its own", (int) c->tid,
+                  port, claims_type_name(type));
+        return VERDICT_DONE;
+}
+
+/* An intercepted port: the decoy rule, then who may have it, as the
+ * broker asks for the interposer. */
+static enum verdict decide_port(struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c,
+                                size_t i, int family, int type, unsigned port) {
+        struct target_state *t = &s->targets[i];
+        int fd = (int) req->data.args[0];
+        const char *why;
+
+        if (intercept_bind_rule(held_family(c, t, fd), family) == INTERCEPT_GIVE_DECOY)
+                return give_decoy(s, req, c, family, type, port);
+        why = claims_refusal(s->command, &c->process);
+        if (why) {
+                claims_refuse(&s->claims, port, c->process.pid, why);
                 return VERDICT_CONTINUE;
         }
-        /* Read, then check: the thread may have gone and its id been
-         * reused since the notification was queued (seccomp_unotify(2)). */
-        if (ioctl(s->listener, SC_IOCTL_NOTIF_ID_VALID, &id) < 0)
+        if (hand_over(s, req, c, t->target.fd) < 0)
                 return VERDICT_CONTINUE;
-        copy = (int) syscall(SYS_pidfd_getfd, pidfd, fd, 0U);
-        if (copy < 0 || fstat(copy, &st) < 0) {
-                s->unreadable++;
-                return VERDICT_CONTINUE;
-        }
+        log_debug("handed socket '%s' to pid %d at fd %d for its bind of port %u/%s", t->target.name, (int) c->tid, fd,
+                  port, claims_type_name(type));
+        t->handed[t->n_handed++ % HANDED_MAX] = (struct handed) {
+                .tgid = c->process.pid,
+                .held = { .fd = fd, .family = family, .dev = t->dev, .ino = t->ino },
+        };
+        s->claims.claimed[i] = true;
+        return VERDICT_DONE;
+}
+
+/* The bind of a pinned caller, its address raw (len bytes). */
+static enum verdict decide_bind(struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c,
+                                const struct sockaddr *raw, socklen_t len) {
+        const struct intercept_port *match;
+        struct sockaddr_storage bound;
+        socklen_t bound_len;
+        uint16_t port;
+        int type;
+
         /* A signal between ADDFD and the answer restarts bind() on the
          * swapped fd (Go's SIGURG, without WAIT_KILLABLE_RECV): it is
          * done already. */
-        if (is_ours(s, &st))
+        if (is_ours(s, &c->st))
                 return VERDICT_DONE;
-        type = sockopt_int(copy, SO_TYPE);
-        family = addr.sa.sa_family;
-        if (family == AF_UNIX) {
-                note(s, (pid_t) req->pid, &addr.sa, (socklen_t) want, 0, type);
+        type = sockopt_int(c->copy, SO_TYPE);
+        if (raw->sa_family == AF_UNIX) {
+                note(s, c->tid, raw, len, 0, type);
                 return VERDICT_CONTINUE;
         }
-        /* Port 0 (Go probes the stack with two at start) passes unnoted. */
-        if (!intercept_sockaddr_port(&addr.sa, (socklen_t) want, &port) || port == 0)
+        /* As the kernel reads it (match.h), sin_family 0 included. Port 0
+         * (Go probes the stack with two at start) passes unnoted. */
+        bound_len = intercept_bind_address(sockopt_int(c->copy, SO_DOMAIN), raw, len, &bound);
+        if (bound_len == 0 || !intercept_sockaddr_port((struct sockaddr *) &bound, bound_len, &port) || port == 0)
                 return VERDICT_CONTINUE;
         match = intercept_match(s->claims.port, s->n_targets, port, type);
         if (!match) {
-                note(s, (pid_t) req->pid, &addr.sa, (socklen_t) want, port, type);
+                note(s, c->tid, (struct sockaddr *) &bound, bound_len, port, type);
                 return VERDICT_CONTINUE;
         }
-        i = (size_t) (match - s->claims.port);
-        t = &s->targets[i];
-        if (intercept_bind_rule(s->claims.claimed[i] ? t->family : 0, family) == INTERCEPT_GIVE_DECOY) {
-                decoy = make_decoy(s, family, type);
-                if (decoy < 0 || hand_over(s, req, tgid, copy, decoy) < 0)
-                        return VERDICT_CONTINUE;
-                log_debug("pid %d bound port %u/%s of the other family again: given a private port of its own",
-                          (int) req->pid, port, claims_type_name(type));
-                return VERDICT_DONE;
-        }
-        if (hand_over(s, req, tgid, copy, t->target.fd) < 0)
+        return decide_port(s, req, c, (size_t) (match - s->claims.port), bound.ss_family, type, port);
+}
+
+static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *req) {
+        union sockaddr_any addr = { 0 };
+        struct caller c = { .thread = -1, .process = PEER_NONE, .copy = -1 };
+        uint64_t len = req->data.args[2];
+        size_t want = len < sizeof addr ? (size_t) len : sizeof addr;
+        enum verdict v = VERDICT_CONTINUE;
+        int r;
+
+        if (len < sizeof(sa_family_t) || len > INT32_MAX || (int) req->data.args[0] < 0)
                 return VERDICT_CONTINUE;
-        log_debug("handed socket '%s' to pid %d at fd %d for its bind of port %u/%s", t->target.name, (int) req->pid,
-                  fd, port, claims_type_name(type));
-        t->family = family;
-        s->claims.claimed[i] = true;
-        return VERDICT_DONE;
+        r = pin_caller(s, req, &addr, want, &c);
+        if (r == 0)
+                v = decide_bind(s, req, &c, &addr.sa, (socklen_t) want);
+        /* EBADF: no such fd in the caller's table; the kernel says so. */
+        else if (r != -ESTALE && r != -EBADF) {
+                /* It binds by itself; the message at the deadline says. */
+                s->unreadable++;
+                s->unreadable_error = r;
+        }
+        caller_done(&c);
+        return v;
 }
 
 static int answer_one(struct intercept_seccomp *s) {
@@ -718,16 +884,21 @@ int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
         return n <= 0 ? 0 : serve(s, p.revents & POLLIN);
 }
 
+/* Why binds could not be inspected, for the message. */
+static const char *unreadable_why(int r) {
+        if (r == -EPERM && geteuid() != 0)
+                return "a non-root prebind cannot read a non-dumpable process";
+        return strerror(-r);
+}
+
 void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size) {
         size_t len = claims_describe(&s->claims, buf, size);
 
-        if (len == 0)
-                return; /* all claimed */
+        if (len == 0 || s->claims.refused)
+                return; /* all claimed, or said why not */
         if (s->unreadable)
-                (void) claims_append(buf, size, len,
-                                     " (%u bind%s could not be inspected: a non-root prebind cannot "
-                                     "read a non-dumpable process)",
-                                     s->unreadable, s->unreadable == 1 ? "" : "s");
+                (void) claims_append(buf, size, len, " (%u bind%s could not be inspected: %s)", s->unreadable,
+                                     s->unreadable == 1 ? "" : "s", unreadable_why(s->unreadable_error));
         else if (s->claims.notes.n == 0)
                 (void) claims_append(buf, size, len, " (it bound no IP port)");
 }

@@ -73,6 +73,11 @@ void intercept_seccomp_detach(struct intercept_seccomp *s);
  * child sent none. */
 int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid);
 
+/* COMMAND has been reaped: until the next one, binds of an intercepted
+ * port are refused the socket (claims_refusal()), as the broker refuses
+ * them: a leftover of the old COMMAND still runs under its filter. */
+void intercept_seccomp_forget_command(struct intercept_seccomp *s);
+
 /* Answer what waits now, without blocking and without the loop (before
  * COMMAND is reaped). Returns 0 or -errno, logged here. */
 int intercept_seccomp_dispatch(struct intercept_seccomp *s);
@@ -89,6 +94,10 @@ void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *b
 /* The thread group of a /proc/TID/status text ("Tgid:\t123"). Returns 0,
  * or -EINVAL when there is no valid Tgid line. */
 int intercept_seccomp_parse_tgid(const char *status, pid_t *ret);
+
+/* The effective uid and gid (the second number of "Uid:" and "Gid:") of
+ * the same text. Returns 0, or -EINVAL. */
+int intercept_seccomp_parse_ids(const char *status, uid_t *ret_uid, gid_t *ret_gid);
 
 /* The "flags:" (octal) of a /proc/PID/fdinfo/FD text. Returns 0, or
  * -EINVAL. */

@@ -5,15 +5,37 @@
  *
  *   intercept-client SCENARIO WANTED_PORT HANDED_TCP_PORT HANDED_UDP_PORT
  *
- * Exits 0 if every check held, else 1 after one line on stderr. */
+ * Exits 0 if every check held, else 1 after one line on stderr.
+ *
+ * As COMMAND of prebind --intercept={port} --subst (tests/integration,
+ * either mechanism), a server that binds in an unusual shape:
+ *
+ *   intercept-client serve SHAPE PORT
+ *   intercept-client leftover PORT REPORT
+ *
+ * serve binds PORT (prebind's own port: only its socket can have it),
+ * listens, and answers each connection with "pid=P tid=T\n" until it is
+ * killed; it exits 1 at once if the bind failed or got another port
+ * (fork-reclaim: or if a bind that should get a decoy got PORT).
+ * leftover claims PORT, leaves a detached process behind and exits; that
+ * process binds PORT once COMMAND has exited and writes what it got to
+ * REPORT ("pid=P port=N" or "pid=P errno=E").
+ *
+ * Built without sanitizers (meson.build): the orphan-thread shape leaves
+ * the process without its main thread, which LeakSanitizer's exit-time
+ * scan would take for a failure; the process ends by prebind's signal. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int failures;
@@ -149,9 +171,167 @@ static void scenario_refused(unsigned wanted, unsigned handed) {
         CHECK(local_port(a) != handed, "a refused claim got prebind's socket");
 }
 
+static void die(const char *what, unsigned port) {
+        fprintf(stderr, "intercept-client: %s of port %u: %s\n", what, port, errno ? strerror(errno) : "another port");
+        exit(1);
+}
+
+/* Bind port in shape on a new socket, as the kernel reads it: "plain"
+ * 0.0.0.0, "unspec" a sockaddr_in whose sin_family is 0 (AF_UNSPEC with
+ * INADDR_ANY, which Linux binds as AF_INET), "reopen" [::] closed, then
+ * 0.0.0.0. Dies unless it got port. */
+static int bind_shape(const char *shape, unsigned port) {
+        int fd;
+
+        errno = 0;
+        if (strcmp(shape, "reopen") == 0) {
+                fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (fd < 0 || bind_any(fd, AF_INET6, port) < 0 || local_port(fd) != port)
+                        die("bind [::]", port);
+                close(fd);
+        }
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                die("socket", port);
+        if (strcmp(shape, "unspec") == 0) {
+                struct sockaddr_in in = { .sin_family = AF_UNSPEC, .sin_port = htons((uint16_t) port) };
+
+                if (bind(fd, (struct sockaddr *) &in, sizeof in) < 0)
+                        die("bind AF_UNSPEC", port);
+        } else if (bind_any(fd, AF_INET, port) < 0)
+                die("bind 0.0.0.0", port);
+        if (local_port(fd) != port)
+                die("bind", port);
+        if (listen(fd, 64) < 0)
+                die("listen", port);
+        return fd;
+}
+
+static void serve(int fd) {
+        for (;;) {
+                char line[64];
+                int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC), n;
+
+                if (c < 0)
+                        continue;
+                n = snprintf(line, sizeof line, "pid=%d tid=%d\n", (int) getpid(), (int) syscall(SYS_gettid));
+                (void) !write(c, line, (size_t) n);
+                close(c);
+        }
+}
+
+struct server {
+        const char *shape;
+        unsigned port;
+        pthread_t main_thread;
+};
+
+/* A thread that binds: with a file table of its own (unshare(CLONE_FILES)),
+ * or once the main thread is gone (pthread_exit(): the thread group's
+ * leader is then a zombie, which holds no files). */
+static void *server_thread(void *arg) {
+        struct server *s = arg;
+
+        if (strcmp(s->shape, "files-thread") == 0 && unshare(CLONE_FILES) < 0)
+                die("unshare(CLONE_FILES) before the bind", s->port);
+        if (strcmp(s->shape, "orphan-thread") == 0 && pthread_join(s->main_thread, NULL) != 0)
+                die("joining the main thread before the bind", s->port);
+        serve(bind_shape("plain", s->port));
+        return NULL;
+}
+
+/* A child claims anew at the parent's fd number, in the other family
+ * (it closed its copy): the parent still holds the first socket there, so
+ * its own bind of that other family is a second one and gets a decoy,
+ * which must not have port. */
+static void serve_after_a_child_claimed(unsigned port) {
+        int fd = bind_shape("plain", port), done[2], decoy;
+        char byte = 0;
+        pid_t child;
+
+        if (pipe2(done, O_CLOEXEC) < 0 || (child = fork()) < 0)
+                die("fork", port);
+        if (child == 0) {
+                int s6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+                errno = 0;
+                if (s6 < 0 || dup3(s6, fd, O_CLOEXEC) < 0 || bind_any(fd, AF_INET6, port) < 0 ||
+                    local_port(fd) != port)
+                        die("the child's bind [::]", port);
+                _exit(write(done[1], &byte, 1) == 1 ? 0 : 1);
+        }
+        close(done[1]);
+        if (read(done[0], &byte, 1) != 1)
+                die("the child's claim", port);
+        waitpid(child, NULL, 0);
+        decoy = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        errno = 0;
+        if (decoy < 0 || bind_any(decoy, AF_INET6, port) < 0 || local_port(decoy) == port || local_port(decoy) == 0)
+                die("a second family's bind (a decoy)", port);
+        serve(fd);
+}
+
+static int serve_shape(const char *shape, unsigned port) {
+        static struct server s;
+        pthread_t t;
+
+        if (strcmp(shape, "fork-reclaim") == 0)
+                serve_after_a_child_claimed(port);
+        s = (struct server) { .shape = shape, .port = port, .main_thread = pthread_self() };
+        if (strcmp(shape, "files-thread") != 0 && strcmp(shape, "orphan-thread") != 0)
+                serve(bind_shape(shape, port));
+        if (pthread_create(&t, NULL, server_thread, &s) != 0)
+                return 1;
+        if (strcmp(shape, "orphan-thread") == 0)
+                pthread_exit(NULL);
+        pthread_join(t, NULL);
+        return 0;
+}
+
+/* COMMAND claims port, then exits leaving a detached process (its own
+ * session, reparented) that binds port once COMMAND is gone: with
+ * --restart, in the delay before the next COMMAND. */
+static int leftover(unsigned port, const char *report) {
+        int fd = bind_shape("plain", port), gone[2];
+        pid_t child;
+
+        if (pipe2(gone, O_CLOEXEC) < 0 || (child = fork()) < 0)
+                return 1;
+        if (child == 0) {
+                char byte, text[64], tmp[4096];
+                int out, n, s;
+
+                close(gone[1]);
+                close(fd);
+                if (setsid() < 0 || fork() != 0)
+                        _exit(0);
+                /* EOF: COMMAND has exited (its end closed with it). */
+                while (read(gone[0], &byte, 1) < 0 && errno == EINTR)
+                        ;
+                s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (bind_any(s, AF_INET, port) == 0)
+                        n = snprintf(text, sizeof text, "pid=%d port=%u\n", (int) getpid(), local_port(s));
+                else
+                        n = snprintf(text, sizeof text, "pid=%d errno=%d\n", (int) getpid(), errno);
+                /* Whole or not at all: the test reads it once it exists. */
+                snprintf(tmp, sizeof tmp, "%s.tmp", report);
+                out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                if (out >= 0 && write(out, text, (size_t) n) == n)
+                        (void) rename(tmp, report);
+                _exit(0);
+        }
+        close(gone[0]);
+        waitpid(child, NULL, 0);
+        return 0;
+}
+
 int main(int argc, char *argv[]) {
         unsigned wanted, tcp, udp;
 
+        if (argc == 4 && strcmp(argv[1], "serve") == 0)
+                return serve_shape(argv[2], (unsigned) atoi(argv[3]));
+        if (argc == 4 && strcmp(argv[1], "leftover") == 0)
+                return leftover((unsigned) atoi(argv[2]), argv[3]);
         if (argc != 5)
                 return 2;
         wanted = (unsigned) atoi(argv[2]);

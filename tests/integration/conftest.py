@@ -23,6 +23,8 @@ PREBIND_BUILT = os.path.abspath(os.environ.get("PREBIND_BUILT", os.environ.get(
     "PREBIND", os.path.join(BUILD, "src", "prebind"))))
 PREBIND = os.path.abspath(os.environ.get("PREBIND_UNDER_TEST") or os.environ.get("PREBIND", PREBIND_BUILT))
 PROBE = os.path.abspath(os.environ.get("PROBE", os.path.join(BUILD, "tests", "helpers", "probe")))
+INTERCEPT_CLIENT = os.path.abspath(os.environ.get("INTERCEPT_CLIENT", os.path.join(BUILD, "tests", "helpers",
+                                                                                   "intercept-client")))
 EXAMPLE_C_SERVER = os.path.abspath(os.environ.get(
     "EXAMPLE_C_SERVER", os.path.join(BUILD, "examples", "c", "prebind-example-c-server")))
 

@@ -5,6 +5,7 @@ as test_netns.py builds it), Python binding from a second thread or a
 forked child, Redis with its default configuration. Every client checks
 that it reached its own server."""
 
+import errno
 import os
 import shutil
 import signal
@@ -15,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PREBIND_REAL, PYTHON, TIMEOUT, curl, public_interposer_env, run, wait_for
+from conftest import (INTERCEPT_CLIENT, PREBIND, PREBIND_REAL, PYTHON, TIMEOUT, curl, public_interposer_env, run,
+                      wait_for)
 from test_netns import (NOBODY, ask, assert_each_reached_its_own, children, fields, go_server,  # noqa: F401
                         public_copy, pwd_nobody, unprivileged_userns_reason)
 from test_intercept_servers import (NGINX_CONF, init_postgres, pg_bin, redis_cli,  # noqa: F401 (a fixture)
@@ -263,6 +265,49 @@ def test_a_server_that_never_binds_is_124():
     out = run(["--intercept-via=seccomp", "--intercept=8000", "--ready-timeout=300ms", "--", "sleep", "30"])
     assert out.returncode == 124
     assert "did not claim port 8000/tcp (it bound no IP port) within 0.3s" in out.stderr, out.stderr
+
+
+# bind(2) on an fd that is not open, as a buggy server might: EBADF.
+BIND_A_CLOSED_FD = r"""
+import ctypes, socket, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+addr = struct.pack("=H", socket.AF_INET) + struct.pack("!H", int(sys.argv[1])) + bytes(12)
+assert libc.bind(999, addr, len(addr)) == -1 and ctypes.get_errno() == 9
+time.sleep(30)
+"""
+
+
+def test_a_bind_on_a_closed_fd_is_not_blamed_on_the_reader():
+    """A bind the kernel refuses (EBADF) was counted as one prebind could
+    not inspect, blamed on "a non-root prebind" even as root."""
+    out = run(["--intercept-via=seccomp", "--intercept=8000", "--ready-timeout=1s", "--", PYTHON, "-c",
+               BIND_A_CLOSED_FD, "8000"], timeout=TIMEOUT)
+    assert out.returncode == 124, out.stderr
+    assert "did not claim port 8000/tcp (it bound no IP port) within 1.0s" in out.stderr, out.stderr
+
+
+# A sockaddr_in with sin_family 0 for the port after the intercepted one:
+# Linux binds it as 0.0.0.0 (whether or not that port is free, the bind
+# was made, and is named).
+BIND_UNSPEC_NEXT_PORT = r"""
+import ctypes, socket, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+addr = struct.pack("=H", socket.AF_UNSPEC) + struct.pack("!H", int(sys.argv[1]) + 1) + bytes(12)
+libc.bind(s.fileno(), addr, len(addr))
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("via", ["seccomp", "preload"])
+def test_a_sin_family_0_bind_of_another_port_is_named(via):
+    """It was not seen as an IP bind at all: the line said "it bound no
+    IP port" (preload: that no bind() reached the interposer)."""
+    out = run([f"--intercept-via={via}", "--intercept={port}", "--subst", "--ready-timeout=1s", "--", PYTHON, "-c",
+               BIND_UNSPEC_NEXT_PORT, "{port}"], timeout=TIMEOUT, env=public_interposer_env())
+    assert out.returncode == 124, out.stderr
+    port = int(out.stderr.split("did not claim port ")[1].split("/")[0])
+    assert f"(it bound 0.0.0.0:{port + 1}/tcp instead)" in out.stderr, out.stderr
 
 
 def test_a_server_that_binds_another_port_is_named_with_what_it_bound(tmp_path):
@@ -526,3 +571,76 @@ def test_a_policy_that_refuses_seccomp(start, tmp_path, go_server):
         p.stdout.close()
         p.stderr.close()
     assert "no seccomp (a security policy refuses seccomp()): trying the LD_PRELOAD interposer" in err, err
+
+
+# The hand-over rule is one for both mechanisms: seccomp decides as the
+# interposer does. INTERCEPT_CLIENT (tests/helpers/intercept-client.c)
+# binds prebind's own port ({port}, --subst): a bind that escaped gets
+# EADDRINUSE and the server exits 1 saying so, at once.
+BIND_SHAPES = {
+    # The main thread called pthread_exit() first: the thread group's
+    # leader is a zombie and holds no files.
+    "orphan-thread": "a thread, after the main thread's pthread_exit()",
+    # unshare(CLONE_FILES): the thread's fds are not its process's.
+    "files-thread": "a thread with a file table of its own",
+    # sin_family 0 in a sockaddr_in: Linux binds it as AF_INET.
+    "unspec": "a sockaddr_in with sin_family 0",
+    # [::]:P closed, then 0.0.0.0:P: nothing holds the first socket any
+    # more, so the second is a first bind again, not a second family.
+    "reopen": "[::]:P closed, then 0.0.0.0:P",
+}
+
+
+@pytest.mark.parametrize("via", ["seccomp", "preload"])
+@pytest.mark.parametrize("shape", list(BIND_SHAPES))
+def test_the_four_bind_shapes_under_both_mechanisms_with_the_same_outcome(start, via, shape):
+    """Each shape gets prebind's socket, and the server serves the
+    published port: the client reaches COMMAND itself."""
+    p = start([f"--intercept-via={via}", "--intercept={port}", "--subst", "--print=port", "--ready-timeout=20s", "--",
+               INTERCEPT_CLIENT, "serve", shape, "{port}"], env=public_interposer_env())
+    try:
+        port = int(p.readline())
+    except (EOFError, TimeoutError, ValueError) as e:
+        p.stop()
+        pytest.fail(f"{BIND_SHAPES[shape]}: not published under {via}: {e}\n{p.err}")
+    answer = hello(port)
+    assert int(answer["pid"]) in [int(c) for c in children(p.pid)], answer
+    if shape.endswith("-thread"):
+        assert answer["tid"] != answer["pid"], answer
+    assert p.stop() == 128 + signal.SIGTERM, p.err
+
+
+@pytest.mark.parametrize("via", ["seccomp", "preload"])
+def test_a_child_that_claims_anew_does_not_change_its_parents_decoy_rule(start, via):
+    """COMMAND claims 0.0.0.0:P at fd N; its child closes its copy and
+    claims [::]:P at the same fd N; COMMAND, which still holds the first
+    socket, then binds [::]:P: a second family, so a decoy (the
+    interposer remembers per process). The child's claim is not
+    COMMAND's: taken for it, COMMAND got prebind's socket at two fds."""
+    p = start([f"--intercept-via={via}", "--intercept={port}", "--subst", "--print=port", "--ready-timeout=20s", "--",
+               INTERCEPT_CLIENT, "serve", "fork-reclaim", "{port}"], env=public_interposer_env())
+    port = int(p.readline())
+    # COMMAND accepts once its decoy check passed; if it failed, it exited.
+    assert int(hello(port)["pid"]) in [int(c) for c in children(p.pid)], p.stderr_text()
+    assert p.stop() == 128 + signal.SIGTERM, p.err
+
+
+@pytest.mark.parametrize("via", ["seccomp", "preload"])
+def test_a_leftover_of_an_exited_command_is_refused_during_the_restart_delay(start, tmp_path, via):
+    """COMMAND claims, exits, and leaves a detached process that binds
+    the port in the restart delay: it is refused the published socket
+    under both mechanisms (its own bind then finds the port taken), so
+    it cannot serve beside the next COMMAND."""
+    report = tmp_path / "leftover"
+    p = start([f"--intercept-via={via}", "--intercept={port}", "--subst", "--print=port", "--restart=always",
+               "--restart-delay=60s", "--", INTERCEPT_CLIENT, "leftover", "{port}", str(report)],
+              env=public_interposer_env())
+    port = int(p.readline())
+    assert wait_for(report.exists, timeout=TIMEOUT), f"the leftover reported nothing:\n{p.err}"
+    got = fields(report.read_text())
+    try:
+        os.kill(int(got["pid"]), signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    assert got.get("errno") == str(errno.EADDRINUSE), f"the leftover got {got} (published port {port})"
+    assert p.stop() == 0, p.err

@@ -116,6 +116,60 @@ START_TEST(test_sockaddr_port) {
 }
 END_TEST
 
+/* The address as Linux binds it: what both mechanisms decide on. */
+START_TEST(test_bind_address) {
+        struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(6379) };
+        struct sockaddr_in unspec = { .sin_family = AF_UNSPEC, .sin_port = htons(6379) };
+        struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons(8080) };
+        struct sockaddr_un un = { .sun_family = AF_UNIX, .sun_path = "/x" };
+        struct sockaddr_storage ss;
+        uint16_t port = 0;
+
+        ck_assert_uint_eq(intercept_bind_address(AF_INET, (struct sockaddr *) &in, sizeof in, &ss), sizeof in);
+        ck_assert_int_eq(ss.ss_family, AF_INET);
+        /* sin_family 0 with INADDR_ANY: inet_bind() binds 0.0.0.0. */
+        ck_assert_uint_eq(intercept_bind_address(AF_INET, (struct sockaddr *) &unspec, sizeof unspec, &ss),
+                          sizeof unspec);
+        ck_assert_int_eq(ss.ss_family, AF_INET);
+        ck_assert(intercept_sockaddr_port((struct sockaddr *) &ss, sizeof unspec, &port));
+        ck_assert_uint_eq(port, 6379);
+        /* Any other address with sin_family 0 is EAFNOSUPPORT. */
+        unspec.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_uint_eq(intercept_bind_address(AF_INET, (struct sockaddr *) &unspec, sizeof unspec, &ss), 0);
+        /* Only on an AF_INET socket: inet6_bind() refuses AF_UNSPEC. */
+        unspec.sin_addr.s_addr = htonl(INADDR_ANY);
+        ck_assert_uint_eq(intercept_bind_address(AF_INET6, (struct sockaddr *) &unspec, sizeof unspec, &ss), 0);
+        ck_assert_uint_eq(intercept_bind_address(AF_INET, (struct sockaddr *) &unspec, sizeof unspec - 1, &ss), 0);
+        ck_assert_uint_eq(intercept_bind_address(AF_INET6, (struct sockaddr *) &in6, sizeof in6, &ss), sizeof in6);
+        ck_assert_int_eq(ss.ss_family, AF_INET6);
+        ck_assert_uint_eq(intercept_bind_address(AF_INET6, (struct sockaddr *) &in6, 24, &ss), sizeof in6);
+        ck_assert_uint_eq(intercept_bind_address(AF_INET6, (struct sockaddr *) &in6, 23, &ss), 0);
+        /* The other family's address: the kernel refuses it. */
+        ck_assert_uint_eq(intercept_bind_address(AF_INET, (struct sockaddr *) &in6, sizeof in6, &ss), 0);
+        ck_assert_uint_eq(intercept_bind_address(AF_INET6, (struct sockaddr *) &in, sizeof in, &ss), 0);
+        ck_assert_uint_eq(intercept_bind_address(AF_UNIX, (struct sockaddr *) &un, sizeof un, &ss), 0);
+        ck_assert_uint_eq(intercept_bind_address(-1, (struct sockaddr *) &in, sizeof in, &ss), 0);
+        ck_assert_uint_eq(intercept_bind_address(AF_INET, NULL, sizeof in, &ss), 0);
+}
+END_TEST
+
+/* Held: the socket is still at the fd it was handed at, and the new bind
+ * is on another fd. */
+START_TEST(test_held_family) {
+        struct intercept_held h = { .fd = 5, .family = AF_INET6, .dev = 7, .ino = 42 };
+        struct stat same = { .st_dev = 7, .st_ino = 42 }, other = { .st_dev = 7, .st_ino = 43 };
+
+        ck_assert_int_eq(intercept_held_family(&h, 6, &same), AF_INET6);
+        /* Closed (nothing there, or another file there): a bind anew. */
+        ck_assert_int_eq(intercept_held_family(&h, 6, NULL), 0);
+        ck_assert_int_eq(intercept_held_family(&h, 6, &other), 0);
+        /* The same fd: a retry on it. */
+        ck_assert_int_eq(intercept_held_family(&h, 5, &same), 0);
+        h.fd = -1;
+        ck_assert_int_eq(intercept_held_family(&h, 6, &same), 0);
+}
+END_TEST
+
 START_TEST(test_match) {
         const struct intercept_port p[] = { { 6379, SOCK_STREAM }, { 53, SOCK_DGRAM }, { 53, SOCK_STREAM } };
 
@@ -698,6 +752,8 @@ static Suite *intercept_suite(void) {
 
         tc = tcase_create("match");
         tcase_add_test(tc, test_sockaddr_port);
+        tcase_add_test(tc, test_bind_address);
+        tcase_add_test(tc, test_held_family);
         tcase_add_test(tc, test_match);
         tcase_add_test(tc, test_decoy_address);
         tcase_add_test(tc, test_address_text);

@@ -40,6 +40,27 @@ START_TEST(test_parse_tgid) {
 }
 END_TEST
 
+START_TEST(test_parse_ids) {
+        uid_t uid = 1;
+        gid_t gid = 1;
+
+        ck_assert_int_eq(intercept_seccomp_parse_ids("Tgid:\t5\nUid:\t1000\t65534\t1000\t1000\n"
+                                                     "Gid:\t100\t200\t100\t100\nFDSize:\t64\n",
+                                                     &uid, &gid),
+                         0);
+        /* The effective ids, as SO_PEERCRED reports them. */
+        ck_assert_uint_eq(uid, 65534);
+        ck_assert_uint_eq(gid, 200);
+        ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0", &uid, &gid), 0);
+        ck_assert_uint_eq(uid, 0);
+        ck_assert_uint_eq(gid, 0);
+        ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1000\nGid:\t1\t2\n", &uid, &gid), -EINVAL);
+        ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1\t2\n", &uid, &gid), -EINVAL);
+        ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1\t2x\nGid:\t1\t2\n", &uid, &gid), -EINVAL);
+        ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1\t4294967295\nGid:\t1\t2\n", &uid, &gid), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_parse_fdinfo_flags) {
         unsigned flags = 0;
 
@@ -288,6 +309,7 @@ static Suite *seccomp_suite(void) {
 
         tc = tcase_create("parse");
         tcase_add_test(tc, test_parse_tgid);
+        tcase_add_test(tc, test_parse_ids);
         tcase_add_test(tc, test_parse_fdinfo_flags);
         tcase_add_test(tc, test_bind_rule);
         tcase_add_test(tc, test_why_not);
