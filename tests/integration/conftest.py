@@ -155,6 +155,7 @@ class Prebind:
         self.args = [PREBIND] + list(args)
         self.proc = subprocess.Popen(self.args, **kwargs)
         self._buffer = b""
+        self._err_early = b""  # stderr read by wait_stderr(), while it runs
         self.err = ""  # stderr, once stop() or close() has collected it
 
     @property
@@ -179,6 +180,27 @@ class Prebind:
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode()
+
+    def wait_stderr(self, text, count=1, timeout=TIMEOUT):
+        """Wait until prebind has written text on stderr count times (an
+        event to wait for instead of a sleep); returns stderr so far. What
+        is read here is in self.err too once prebind is stopped."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stderr.fileno()
+        while self._err_early.decode(errors="replace").count(text) < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{text!r} not {count} times on stderr within {timeout}s: "
+                                   f"{self._err_early.decode(errors='replace')}")
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                if not sel.select(left):
+                    continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise EOFError(f"stderr closed before {text!r}: {self._err_early.decode(errors='replace')}")
+            self._err_early += chunk
+        return self._err_early.decode(errors="replace")
 
     def stderr_text(self, timeout=5):
         """What prebind wrote on stderr, once it has exited. Bounded: an
@@ -221,7 +243,7 @@ class Prebind:
                 self.proc.kill()
                 self.proc.wait(timeout=TIMEOUT)
         if self.proc.stderr and not self.proc.stderr.closed:
-            self.err += self.stderr_text()
+            self.err += self._err_early.decode(errors="replace") + self.stderr_text()
         for f in (self.proc.stdout, self.proc.stderr, self.proc.stdin):
             if f:
                 f.close()
@@ -282,6 +304,14 @@ def curl(url, timeout=TIMEOUT):
                          capture_output=True, text=True, timeout=timeout + 5)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def children(pid):
+    """The pids of pid's children, as strings ([] once it is gone)."""
+    try:
+        return open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
 
 
 def wait_for(predicate, timeout=TIMEOUT, interval=0.02):

@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 
-from conftest import PYTHON, TIMEOUT, http_get, pid_alive, run, server, wait_for
+from conftest import PYTHON, TIMEOUT, children, http_get, pid_alive, run, server, wait_for
 
 HTTP_ON_FD3 = ('read line <&3; printf "HTTP/1.0 200 OK\\r\\n\\r\\nremote=%s:%s fds=%s names=%s pid=%s self=%s\\n" '
                '"$REMOTE_ADDR" "$REMOTE_PORT" "$LISTEN_FDS" "$LISTEN_FDNAMES" "$LISTEN_PID" "$$" >&3')
@@ -21,13 +21,6 @@ def echo(port, payload, timeout=TIMEOUT):
         while chunk := c.recv(65536):
             data += chunk
     return data
-
-
-def children(pid):
-    try:
-        return open(f"/proc/{pid}/task/{pid}/children").read().split()
-    except (FileNotFoundError, ProcessLookupError):
-        return []
 
 
 def test_fd3_connection_with_protocol_and_peer_variables(start):

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PREBIND_BUILT, PREBIND_REAL, PYTHON, SERVERS, TIMEOUT, pid_alive, run, server, wait_for
+from conftest import PREBIND, PREBIND_BUILT, PREBIND_REAL, PYTHON, SERVERS, TIMEOUT, children, pid_alive, run, server, wait_for
 
 # Forwarding, asked for: auto would hand the socket over through seccomp.
 FORWARD = ["--netns", "--intercept-via=forward"]
@@ -124,13 +124,6 @@ def assert_each_reached_its_own(instances):
             assert int(f["pid"]) in [int(c) for c in children(p.pid)]
     for p, _ in instances:
         assert p.stop() == 128 + signal.SIGTERM
-
-
-def children(pid):
-    try:
-        return open(f"/proc/{pid}/task/{pid}/children").read().split()
-    except (FileNotFoundError, ProcessLookupError):
-        return []
 
 
 # 1 GiB each way, at once, as the issue asks: ten seconds or so on two

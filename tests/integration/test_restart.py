@@ -10,7 +10,7 @@ import http.client
 
 import pytest
 
-from conftest import EXAMPLE_C_SERVER, PREBIND, PYTHON, TIMEOUT, pid_alive, run, server, wait_for
+from conftest import EXAMPLE_C_SERVER, PREBIND, PYTHON, TIMEOUT, children, pid_alive, run, server, wait_for
 
 
 class Load:
@@ -127,7 +127,8 @@ def test_sigterm_during_the_restart_delay_ends_prebind(start, tmp_path):
     starts = tmp_path / "starts"
     p = start(["-q", "--restart=always", "--restart-delay=30s", "--", "sh", "-c", f"echo x >> {starts}; exit 4"])
     assert wait_for(lambda: starts.exists())
-    time.sleep(0.2)
+    # COMMAND has exited: prebind waits out the delay with no child left.
+    assert wait_for(lambda: not children(p.pid))
     p.send(signal.SIGTERM)
     assert p.wait(timeout=5) == 4
 
@@ -161,7 +162,7 @@ def test_ready_is_waited_for_again_after_each_restart(start, tmp_path):
     os.kill(server_pid, signal.SIGTERM)
     assert wait_for(lambda: p.proc.poll() is None and open(f"/proc/{inner}/task/{inner}/children").read().split()
                     not in ([], [str(server_pid)]))
-    time.sleep(0.6)  # the new server's READY=1, after its 0.2 s
+    p.wait_stderr(f"READY=1 from pid {inner}", count=2)  # the new server's, after its 0.2 s
     p.stop()
     err = p.err
     assert "is reloading" in err, err  # the inner prebind told its manager RELOADING=1

@@ -22,14 +22,12 @@ def notify_server(*steps):
 
 def test_c_server_ready_after_a_delay_port_file_appears_only_then(start, tmp_path):
     pf = tmp_path / "port"
+    started = time.time()
     p = start(["--ready=20s", f"--port-file={pf}", "--format=url", "--", EXAMPLE_C_SERVER, "--notify-after=1"])
-    t0 = time.monotonic()
-    assert wait_for(lambda: pid_alive(p.pid) and os.path.exists(f"/proc/{p.pid}/task/{p.pid}/children")
-                    and open(f"/proc/{p.pid}/task/{p.pid}/children").read().strip())
-    time.sleep(0.5)
-    assert not pf.exists()  # running, listening, but not READY yet
     assert wait_for(pf.exists)
-    assert time.monotonic() - t0 >= 0.9
+    # Written once READY=1 came, a second after the server started, and
+    # never before: running and listening is not ready.
+    assert pf.stat().st_mtime - started >= 0.9
     assert http_get(pf.read_text().strip())[0] == 200
     assert p.stop() == 0
     assert not pf.exists()
@@ -77,7 +75,8 @@ def test_exit_before_ready_passes_the_status_and_publishes_nothing(tmp_path):
 
 def test_forged_ready_from_another_process_is_ignored(start, tmp_path):
     pf = tmp_path / "port"
-    p = start(["--ready=20s", f"--port-file={pf}", "--", *notify_server("sleep:1.5", "send:READY=1")])
+    trigger = tmp_path / "send-ready"
+    p = start(["--ready=20s", f"--port-file={pf}", "--", *notify_server(f"wait:{trigger}", "send:READY=1")])
     child = command_child(p.pid, "NOTIFY_SOCKET")  # COMMAND has been exec'd
     assert child
     env = dict(e.split("=", 1) for e in open(f"/proc/{child}/environ").read().split("\0") if "=" in e)
@@ -85,11 +84,11 @@ def test_forged_ready_from_another_process_is_ignored(start, tmp_path):
     assert address.startswith("@")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:  # this test is not COMMAND
         s.sendto(b"READY=1", "\0" + address[1:])
-    time.sleep(0.5)
+    p.wait_stderr("ignoring a notification from pid")
     assert not pf.exists()
+    trigger.touch()
     assert wait_for(pf.exists)  # the real READY=1, later
     p.stop()
-    assert "ignoring a notification from pid" in p.err
 
 
 def test_extend_timeout_and_errno_and_status_are_honoured(start, tmp_path):

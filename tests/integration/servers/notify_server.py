@@ -2,6 +2,7 @@
 given as arguments, so tests can play any readiness story:
 
     notify_server.py sleep:1.5 'send:READY=1\\nSTATUS=up' sleep:30 exit:0
+    notify_server.py wait:/path/of/a/file send:READY=1
 
 It implements the client side of the protocol itself (a datagram to
 NOTIFY_SOCKET, '@' for an abstract name), as sd_notify() does."""
@@ -47,6 +48,12 @@ def main(steps):
         verb, _, arg = step.partition(":")
         if verb == "sleep":
             time.sleep(float(arg))
+        elif verb == "wait":
+            # Until the test creates the file: a step ordered by the test,
+            # not by a time that a loaded machine stretches.
+            deadline = time.monotonic() + 120
+            while not os.path.exists(arg) and time.monotonic() < deadline:
+                time.sleep(0.01)
         elif verb == "send":
             notify(arg.replace("\\n", "\n"))
         elif verb == "exit":
