@@ -29,6 +29,11 @@ WRAPPED = bool(os.environ.get("PREBIND_WRAPPER"))
 with open(PREBIND_REAL, "rb") as _f:
     SANITIZED = b"__asan_init" in _f.read()     # ASan maps terabytes of shadow memory
 SLOWER = 10 if WRAPPED else 1
+# "At once", against the 17 s to minutes (or never) of the loop stalled
+# by a match: generous, because CI runs these beside other suites on 2
+# cores and a loaded machine stretches every wake-up, yet far below the
+# shortest stall these tests guard against.
+AT_ONCE = 5 * SLOWER
 
 
 def long_lines_forever(fill, length):
@@ -70,7 +75,7 @@ def test_the_ready_line_after_long_lines_is_found_at_once(pattern, fill, length,
     try:
         took = until_published(p, r, TIMEOUT * SLOWER)
         assert took is not None, p.stderr.read()
-        assert took < 3 * SLOWER, f"published after {took:.1f}s"
+        assert took < AT_ONCE, f"published after {took:.1f}s"
     finally:
         os.close(r)
         p.send_signal(signal.SIGTERM)
@@ -99,9 +104,9 @@ def assert_sigterm_goes_through(tmp_path, pattern, command):
         sent = time.monotonic()
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=TIMEOUT * SLOWER) == 128 + signal.SIGTERM
-        assert time.monotonic() - sent < 1.5 * SLOWER, f"exited {time.monotonic() - sent:.1f}s after SIGTERM"
+        assert time.monotonic() - sent < AT_ONCE, f"exited {time.monotonic() - sent:.1f}s after SIGTERM"
         forwarded = float(got.read_text()) - sent
-        assert forwarded < 0.25 * SLOWER, f"forwarded {forwarded:.3f}s after it came"
+        assert forwarded < AT_ONCE, f"forwarded {forwarded:.3f}s after it came"
     finally:
         if p.poll() is None:
             p.kill()
@@ -126,8 +131,8 @@ def test_ready_timeout_is_honoured_while_long_lines_are_matched(tmp_path, patter
     assert b"wrote no line that matches --ready-log" in out.stderr
     # Due 1 s after COMMAND started (after t0): COMMAND's SIGTERM came
     # within a quarter of a second of that, and prebind was done soon after.
-    assert float(got.read_text()) - t0 < 1.25 * SLOWER, f"stopped {float(got.read_text()) - t0:.2f}s after start"
-    assert took < 2.5 * SLOWER, f"{took:.1f}s"
+    assert float(got.read_text()) - t0 < 1 + AT_ONCE, f"stopped {float(got.read_text()) - t0:.2f}s after start"
+    assert took < 1 + AT_ONCE, f"{took:.1f}s"
 
 
 @pytest.mark.parametrize("pattern,why", [
@@ -152,7 +157,7 @@ def test_an_exploding_pattern_is_refused_at_once_in_bounded_memory(tmp_path, pat
     assert out.stderr == f"prebind: --ready-log: '{pattern}': {why}" + out.stderr.split(why, 1)[1], out.stderr
     assert out.stderr.count("\n") == 1, out.stderr
     assert not flag.exists()
-    assert took < 1 * SLOWER, f"{took:.1f}s"
+    assert took < AT_ONCE, f"{took:.1f}s"
 
 
 @contextlib.contextmanager
@@ -190,7 +195,7 @@ def test_drain_ends_when_a_leftover_child_writes_for_ever(pattern, lines):
         err = p.stderr.read(65536).decode(errors="replace")
         assert status == 3, err
         assert "exited before it was ready, with status 3" in err
-        assert took < 3 * SLOWER, f"{took:.1f}s"
+        assert took < AT_ONCE, f"{took:.1f}s"
 
 
 def test_drain_after_ready_ends_when_a_leftover_child_writes_for_ever():
@@ -205,7 +210,7 @@ def test_drain_after_ready_ends_when_a_leftover_child_writes_for_ever():
             if select.select([fd], [], [], 0.1)[0]:
                 seen += len(os.read(fd, 1 << 20))
         assert p.wait(timeout=1) == 4
-        assert time.monotonic() - t0 < 3 * SLOWER, f"{time.monotonic() - t0:.1f}s"
+        assert time.monotonic() - t0 < AT_ONCE, f"{time.monotonic() - t0:.1f}s"
         assert seen > 0
 
 
