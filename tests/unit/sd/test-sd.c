@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The libsystemd glue (sd.c): nothing is loaded unless prebind was
- * socket-activated (its own LISTEN_PID) or has a manager (NOTIFY_SOCKET);
- * when it is, sd_listen_fds_with_names() and sd_notify() do their work on
+ * socket-activated (its own LISTEN_PID) or has a manager (NOTIFY_SOCKET),
+ * and never in a build without libsystemd; then sd_listen_fds_with_names()
+ * and sd_notify() (or prebind's own protocol code) do their work on
  * a real socket at fd 3 and a real abstract notification socket. Each
  * test runs in its own process (check forks), so "loaded" is per test. */
 #include <check.h>
@@ -29,6 +30,14 @@ static bool libsystemd_loaded(void) {
                 dlclose(h);
         return h != NULL;
 }
+
+/* Built with -Dlibsystemd=disabled, prebind speaks both protocols itself
+ * (sdproto.c) and never loads libsystemd: the same results, nothing loaded. */
+#ifdef HAVE_LIBSYSTEMD
+static const bool with_libsystemd = true;
+#else
+static const bool with_libsystemd = false;
+#endif
 
 /* ---- sd_listen_fds_with_names_lazy ---------------------------------------- */
 
@@ -105,7 +114,7 @@ static int listen_in_child(const char *fdnames, const char *want_name, const cha
                         exit(14);
                 if (!(fcntl(3, F_GETFD) & FD_CLOEXEC))
                         exit(15);
-                if (!libsystemd_loaded())
+                if (libsystemd_loaded() != with_libsystemd)
                         exit(16);
                 free(names[0]);
                 free(names);
@@ -160,7 +169,7 @@ START_TEST(test_notify_reaches_the_managers_socket) {
 
         setenv("NOTIFY_SOCKET", address, 1);
         ck_assert_int_gt(sd_notify_lazy("READY=1\nSTATUS=serving"), 0);
-        ck_assert(libsystemd_loaded());
+        ck_assert(libsystemd_loaded() == with_libsystemd);
         n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT);
         ck_assert_int_gt(n, 0);
         buf[n] = '\0';
