@@ -7,6 +7,47 @@
 
 #ifdef HAVE_TRE
 #include <tre/tre.h>
+#ifdef TRE_SONAME
+#include <dlfcn.h>
+
+/* TRE is opened with the first --ready-log pattern, not linked: a run
+ * without one maps and relocates no regex engine (about 120 kB of memory
+ * and a part of every launch, as libsystemd in sd.c). The static build
+ * links it. */
+static struct {
+        int (*regcomp)(regex_t *preg, const char *regex, int cflags);
+        size_t (*regerror)(int errcode, const regex_t *preg, char *errbuf, size_t errbuf_size);
+        void (*regfree)(regex_t *preg);
+        int (*regnexec)(const regex_t *preg, const char *string, size_t len, size_t nmatch, regmatch_t pmatch[],
+                        int eflags);
+} tre;
+
+static int tre_open(char *error, size_t size) {
+        void *h;
+
+        if (tre.regnexec)
+                return 0;
+        h = dlopen(TRE_SONAME, RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+                tre.regcomp = (int (*)(regex_t *, const char *, int)) dlsym(h, "tre_regcomp");
+                tre.regerror = (size_t(*)(int, const regex_t *, char *, size_t)) dlsym(h, "tre_regerror");
+                tre.regfree = (void (*)(regex_t *)) dlsym(h, "tre_regfree");
+                tre.regnexec = (int (*)(const regex_t *, const char *, size_t, size_t, regmatch_t *, int)) dlsym(
+                        h, "tre_regnexec");
+        }
+        if (h && tre.regcomp && tre.regerror && tre.regfree && tre.regnexec)
+                return 0;
+        if (error && size > 0)
+                snprintf(error, size, "cannot load the regex library %s (Debian: libtre5): %s", TRE_SONAME,
+                         dlerror() ?: "a function is missing");
+        tre.regnexec = NULL;
+        return -ENOENT;
+}
+#define tre_regcomp tre.regcomp
+#define tre_regerror tre.regerror
+#define tre_regfree tre.regfree
+#define tre_regnexec tre.regnexec
+#endif
 #else
 /* The static build with musl: its regex is TRE's parallel matcher. musl
  * has no REG_STARTEND: there a line of COMMAND's output is matched up to
@@ -18,6 +59,11 @@
 #ifndef REG_STARTEND
 #define REG_STARTEND 0
 #endif
+#endif
+#ifndef TRE_SONAME
+static int tre_open(char *error, size_t size) {
+        return 0;
+}
 #endif
 
 #include "lines.h"
@@ -376,6 +422,9 @@ int line_regex_compile(const char *pattern, struct line_regex **ret, char *error
         int r;
 
         r = line_regex_scan(pattern, &c, error, size);
+        if (r < 0)
+                return r;
+        r = tre_open(error, size);
         if (r < 0)
                 return r;
         re = calloc(1, sizeof *re);

@@ -70,7 +70,8 @@ struct line_regex;
  * \xHH are refused, as is a repeat with nothing to repeat. */
 int line_regex_scan(const char *pattern, struct line_regex_cost *ret, char *error, size_t size);
 /* Scan and compile (REG_EXTENDED | REG_NOSUB). Returns 0, -EINVAL with
- * the reason in error, or -ENOMEM. */
+ * the reason in error, -ENOENT when the regex library cannot be loaded
+ * (the reason in error), or -ENOMEM. */
 int line_regex_compile(const char *pattern, struct line_regex **ret, char *error, size_t size);
 void line_regex_free(struct line_regex *re);
 /* Whether [line, line + len) matches (line[len] must be a NUL). */

@@ -377,6 +377,10 @@ static int setup_log(struct probes *p, const char *pattern) {
                 log_error("--ready-log: '%s': %s (see --help)", log_shorten(pattern, quoted), error);
                 return -EINVAL;
         }
+        if (r == -ENOENT) {
+                log_error("--ready-log: %s", error);
+                return r;
+        }
         if (r < 0)
                 return log_oom();
         p->log = true;
