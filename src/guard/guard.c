@@ -32,16 +32,16 @@
 
 enum guard_request {
         GUARD_WATCH = 1, /* pid, group; COMMAND's pidfd attached, if it has one */
-        GUARD_UNWATCH,
-        GUARD_FILE,   /* kind, path; an fd on the file once it exists */
-        GUARD_FORGET, /* path */
-        GUARD_DONE,   /* prebind exits cleanly: so does the guard, doing nothing */
+        GUARD_UNWATCH,   /* pid */
+        GUARD_FILE,      /* kind, path; an fd on the file once it exists */
+        GUARD_FORGET,    /* path */
+        GUARD_DONE,      /* prebind exits cleanly: so does the guard, doing nothing */
 };
 
 struct guard_header {
         uint32_t request; /* enum guard_request */
         uint32_t kind;    /* GUARD_FILE: enum guard_file_kind */
-        int32_t pid;      /* GUARD_WATCH */
+        int32_t pid;      /* GUARD_WATCH, GUARD_UNWATCH */
         uint32_t group;   /* GUARD_WATCH: pid leads a process group of its own */
 };
 
@@ -66,13 +66,20 @@ struct guarded_file {
         int fd; /* on the file prebind made; -1 while only expected */
 };
 
+/* A COMMAND the guard stops: every generation alive (the serving one,
+ * one starting beside it, those told to stop and still running). */
+struct watched {
+        pid_t pid;
+        bool group; /* pid leads a process group of its own */
+        int pidfd;  /* -1: none */
+};
+
 struct guard_state {
         pid_t prebind;
         const char *command_name;
         uint64_t grace_usec;
-        pid_t pid; /* COMMAND; 0: none */
-        bool group;
-        int pidfd; /* COMMAND's; -1 */
+        struct watched *watched;
+        size_t n_watched;
         struct guarded_file *files;
         size_t n_files;
 };
@@ -95,18 +102,25 @@ static void file_forget(struct guard_state *st, const char *path) {
         *f = st->files[--st->n_files];
 }
 
+/* The array with room for one more element of size; or NULL, out of
+ * memory in the guard: fd (what the new element would hold) is closed,
+ * and the guard goes on with what it has (a file stays, a COMMAND has its
+ * death signal alone). */
+static void *grow_or_close(void *array, size_t n, size_t size, int fd) {
+        void *grown = realloc(array, (n + 1) * size);
+
+        if (!grown && fd >= 0)
+                close(fd);
+        return grown;
+}
+
 static void file_set(struct guard_state *st, enum guard_file_kind kind, const char *path, int fd) {
         struct guarded_file *f = file_find(st, path), *grown;
 
         if (!f) {
-                grown = realloc(st->files, (st->n_files + 1) * sizeof *grown);
-                if (!grown) {
-                        /* Out of memory in the guard: this file stays, but
-                         * the guard goes on watching COMMAND. */
-                        if (fd >= 0)
-                                close(fd);
+                grown = grow_or_close(st->files, st->n_files, sizeof *grown, fd);
+                if (!grown)
                         return;
-                }
                 st->files = grown;
                 f = &st->files[st->n_files];
                 *f = (struct guarded_file) { .path = strdup(path), .fd = -1 };
@@ -123,12 +137,33 @@ static void file_set(struct guard_state *st, enum guard_file_kind kind, const ch
         f->fd = fd;
 }
 
+static struct watched *watched_find(struct guard_state *st, pid_t pid) {
+        for (size_t i = 0; i < st->n_watched; i++)
+                if (st->watched[i].pid == pid)
+                        return &st->watched[i];
+        return NULL;
+}
+
+static void unwatch(struct guard_state *st, pid_t pid) {
+        struct watched *w = watched_find(st, pid);
+
+        if (!w)
+                return;
+        if (w->pidfd >= 0)
+                close(w->pidfd);
+        *w = st->watched[--st->n_watched];
+}
+
+/* One more COMMAND to stop (or the same pid, told again). */
 static void watch(struct guard_state *st, pid_t pid, bool group, int pidfd) {
-        if (st->pidfd >= 0)
-                close(st->pidfd);
-        st->pid = pid;
-        st->group = group;
-        st->pidfd = pidfd;
+        struct watched *grown;
+
+        unwatch(st, pid);
+        grown = grow_or_close(st->watched, st->n_watched, sizeof *grown, pidfd);
+        if (!grown)
+                return;
+        st->watched = grown;
+        st->watched[st->n_watched++] = (struct watched) { .pid = pid, .group = group, .pidfd = pidfd };
 }
 
 /* COMMAND's process group is signalled as a group only while it can be
@@ -136,13 +171,13 @@ static void watch(struct guard_state *st, pid_t pid, bool group, int pidfd) {
  * out pids in turn (cyclically), so it comes back only after every other
  * pid has been given out. COMMAND alone is signalled through its pidfd,
  * which no reuse of its pid can fool. */
-static void signal_command(const struct guard_state *st, int sig) {
-        if (st->group)
-                (void) kill(-st->pid, sig);
-        else if (st->pidfd >= 0)
-                (void) syscall(SYS_pidfd_send_signal, st->pidfd, sig, NULL, 0U);
+static void signal_command(const struct watched *w, int sig) {
+        if (w->group)
+                (void) kill(-w->pid, sig);
+        else if (w->pidfd >= 0)
+                (void) syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0U);
         else
-                (void) kill(st->pid, sig);
+                (void) kill(w->pid, sig);
 }
 
 /* Has process group pgid a member that is not a zombie? kill(-pgid, 0)
@@ -188,26 +223,34 @@ static bool group_has_live_member(pid_t pgid) {
         return live;
 }
 
-static bool command_gone(const struct guard_state *st) {
-        struct pollfd p = { .fd = st->pidfd, .events = POLLIN };
+static bool command_gone(const struct watched *w) {
+        struct pollfd p = { .fd = w->pidfd, .events = POLLIN };
 
-        if (st->group)
-                return !group_has_live_member(st->pid);
+        if (w->group)
+                return !group_has_live_member(w->pid);
         /* The pidfd is readable once COMMAND has exited, zombie or not. */
-        if (st->pidfd >= 0)
+        if (w->pidfd >= 0)
                 return poll(&p, 1, 0) == 1;
-        return kill(st->pid, 0) < 0 && errno == ESRCH;
+        return kill(w->pid, 0) < 0 && errno == ESRCH;
 }
 
-/* Up to the grace for COMMAND to end after SIGTERM, then SIGKILL. */
-static void wait_or_kill_command(const struct guard_state *st, uint64_t deadline) {
-        while (!command_gone(st)) {
-                if (now_usec() >= deadline) {
-                        signal_command(st, SIGKILL);
+/* Up to the grace for every COMMAND to end after SIGTERM, then SIGKILL
+ * to each one left. */
+static void wait_or_kill_commands(struct guard_state *st, uint64_t deadline) {
+        for (;;) {
+                for (size_t i = 0; i < st->n_watched;)
+                        if (command_gone(&st->watched[i]))
+                                unwatch(st, st->watched[i].pid);
+                        else
+                                i++;
+                if (st->n_watched == 0)
                         return;
-                }
+                if (now_usec() >= deadline)
+                        break;
                 (void) poll(NULL, 0, GUARD_POLL_MS);
         }
+        for (size_t i = 0; i < st->n_watched; i++)
+                signal_command(&st->watched[i], SIGKILL);
 }
 
 /* Remove a file prebind made, if it is still that one; or (expected)
@@ -236,20 +279,21 @@ static void file_remove(const struct guarded_file *f, bool expected) {
 static void prebind_died(struct guard_state *st) {
         uint64_t deadline = now_usec() + st->grace_usec;
 
-        if (st->pid > 0) {
+        for (size_t i = 0; i < st->n_watched; i++) {
+                const struct watched *w = &st->watched[i];
+
                 log_info("prebind (pid %d) was killed: stopping '%s' (pid %d%s)", (int) st->prebind, st->command_name,
-                         (int) st->pid, st->group ? " and its process group" : "");
-                signal_command(st, SIGTERM);
+                         (int) w->pid, w->group ? " and its process group" : "");
+                signal_command(w, SIGTERM);
                 /* Stopped members would not see it before SIGCONT. */
-                if (st->group)
-                        signal_command(st, SIGCONT);
+                if (w->group)
+                        signal_command(w, SIGCONT);
         }
         /* What prebind made goes at once: no client finds the address
          * of a server that is stopping. */
         for (size_t i = 0; i < st->n_files; i++)
                 file_remove(&st->files[i], false);
-        if (st->pid > 0)
-                wait_or_kill_command(st, deadline);
+        wait_or_kill_commands(st, deadline);
         /* After COMMAND: an expected socket file is judged by whether
          * anyone still listens on it. */
         for (size_t i = 0; i < st->n_files; i++)
@@ -261,7 +305,6 @@ static _Noreturn void guard_main(int sock, pid_t prebind, const char *command_na
                 .prebind = prebind,
                 .command_name = command_name,
                 .grace_usec = grace_usec,
-                .pidfd = -1,
         };
         static struct guard_message m;
 
@@ -286,7 +329,7 @@ static _Noreturn void guard_main(int sock, pid_t prebind, const char *command_na
                         fd = -1;
                         break;
                 case GUARD_UNWATCH:
-                        watch(&st, 0, false, -1);
+                        unwatch(&st, m.h.pid);
                         break;
                 case GUARD_FILE:
                         if (path) {
@@ -458,8 +501,10 @@ void guard_watch(struct guard *g, pid_t pid, int pidfd, bool group) {
         guard_send(g, GUARD_WATCH, &h, NULL, pidfd);
 }
 
-void guard_unwatch(struct guard *g) {
-        guard_send(g, GUARD_UNWATCH, NULL, NULL, -1);
+void guard_unwatch(struct guard *g, pid_t pid) {
+        struct guard_header h = { .pid = pid };
+
+        guard_send(g, GUARD_UNWATCH, &h, NULL, -1);
 }
 
 void guard_file_expected(struct guard *g, enum guard_file_kind kind, const char *path) {

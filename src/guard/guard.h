@@ -15,10 +15,11 @@
  * (a kill of prebind's process group, or of prebind's process tree, does
  * not take it along) that holds one end of a socket pair and nothing else
  * of prebind's — no listening socket, no pipe, not stdin or stdout. prebind
- * tells it over the socket which COMMAND runs (its pidfd) and which files
- * it creates (the --port-file, unix socket files). When the socket reaches
- * EOF without a word from prebind, prebind is dead: the guard sends SIGTERM
- * to COMMAND (and its group), removes the files that are still prebind's,
+ * tells it over the socket which COMMANDs run (every generation alive,
+ * each with its pidfd) and which files it creates (the --port-file, unix
+ * socket files). When the socket reaches EOF without a word from prebind,
+ * prebind is dead: the guard sends SIGTERM to each COMMAND (and its
+ * group), removes the files that are still prebind's,
  * sends SIGKILL to what is left after the grace, and exits. On a clean
  * exit prebind says so and waits until the guard is gone.
  *
@@ -42,12 +43,15 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
  * doing anything, and prebind waits for that (bounded). */
 void guard_free(struct guard *g);
 
-/* COMMAND runs as pid (pidfd: its pidfd, or -1), leading a process group
- * of its own if group. Replaces what was watched before. */
+/* A COMMAND runs as pid (pidfd: its pidfd, or -1), leading a process
+ * group of its own if group. Added to those watched: every generation
+ * alive is (the serving one, a new one starting beside it, those told to
+ * stop that still run), and a killed prebind's guard stops them all. */
 void guard_watch(struct guard *g, pid_t pid, int pidfd, bool group);
 
-/* COMMAND and its group are gone: nothing to stop. */
-void guard_unwatch(struct guard *g);
+/* The COMMAND that ran as pid, and its group, are gone: nothing of it to
+ * stop. */
+void guard_unwatch(struct guard *g, pid_t pid);
 
 /* prebind is about to create a file at path: call before it exists.
  * Should prebind die before guard_file_created(), the guard removes what

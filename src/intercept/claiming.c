@@ -76,6 +76,10 @@ static void seccomp_claims_forget_command(void *s) {
         intercept_seccomp_forget_command(s);
 }
 
+static void seccomp_claims_command_exited(void *s, pid_t pid) {
+        intercept_seccomp_command_exited(s, pid);
+}
+
 static bool seccomp_claims_all_claimed(const void *s) {
         return intercept_seccomp_all_claimed(s);
 }
@@ -94,6 +98,7 @@ const struct claim_source_ops seccomp_claims_ops = {
         .dispatch = seccomp_claims_dispatch,
         .set_command = seccomp_claims_set_command,
         .forget_command = seccomp_claims_forget_command,
+        .command_exited = seccomp_claims_command_exited,
         .all_claimed = seccomp_claims_all_claimed,
         .describe_unmet = seccomp_claims_describe_unmet,
         .free = seccomp_claims_free,

@@ -142,25 +142,40 @@ struct target_state {
         struct intercept_target target;
         dev_t dev;
         ino_t ino;
-        struct handed handed[HANDED_MAX]; /* the last hand-overs, newest at (n_handed - 1) % HANDED_MAX */
-        size_t n_handed;
+};
+
+/* One COMMAND's filter: its listener, and what that COMMAND claimed and
+ * was handed. Every generation alive keeps its own (the serving one
+ * beside a new one, the one that serves again after a new one failed,
+ * one told to stop): closed, it would leave every later bind() of that
+ * generation, a unix socket's too, failing with ENOSYS. Its own claims:
+ * a replaced generation that binds again neither makes the new one look
+ * ready nor gets a decoy for the new one's hand-overs. */
+struct generation {
+        struct intercept_seccomp *s;
+        int listener;         /* -1: hung up (no process is left under the filter), or none was sent */
+        pid_t command;        /* 0 once reaped: nobody may claim */
+        struct claims claims; /* of targets[], and the binds that got nothing of prebind's */
+        /* Of target i, the last hand-overs, newest at (n_handed[i] - 1) % HANDED_MAX. */
+        struct handed handed[INTERCEPT_TARGETS_MAX][HANDED_MAX];
+        size_t n_handed[INTERCEPT_TARGETS_MAX];
+        unsigned unreadable;  /* binds whose caller could not be inspected */
+        int unreadable_error; /* the last one's -errno */
 };
 
 struct intercept_seccomp {
         unsigned flags;    /* extra filter flags (WAIT_KILLABLE_RECV) */
         int sock[2];       /* [0] prebind's end, [1] the child's */
-        int listener;      /* -1 between COMMANDs */
-        struct loop *loop; /* watches the listener; NULL: not attached */
+        struct loop *loop; /* watches the listeners; NULL: not attached */
         intercept_seccomp_callback callback;
         void *userdata;
-        pid_t command;
         struct target_state targets[INTERCEPT_TARGETS_MAX];
         size_t n_targets;
-        struct claims claims; /* of targets[], and the binds that got nothing of prebind's */
+        struct claims unclaimed;         /* the targets' ports, none claimed: each generation's start */
+        struct generation **generations; /* the newest last: its claims are readiness's */
+        size_t n_generations;
         ino_t decoys[DECOYS_MAX];
         size_t n_decoys;
-        unsigned unreadable;  /* binds whose caller could not be inspected */
-        int unreadable_error; /* the last one's -errno */
 };
 
 /* The filter: bind() of this architecture goes to the listener, every
@@ -319,7 +334,7 @@ int intercept_seccomp_new(const struct intercept_target *targets, size_t n, unsi
         if (!s)
                 return -ENOMEM;
         s->flags = flags;
-        s->listener = s->sock[0] = s->sock[1] = -1;
+        s->sock[0] = s->sock[1] = -1;
         for (size_t i = 0; i < n; i++) {
                 struct stat st;
 
@@ -332,11 +347,17 @@ int intercept_seccomp_new(const struct intercept_target *targets, size_t n, unsi
                 };
         }
         s->n_targets = n;
-        claims_init(&s->claims, targets, n);
+        claims_init(&s->unclaimed, targets, n);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->sock) < 0)
                 return -errno;
         *ret = TAKE_PTR(s);
         return 0;
+}
+
+static void generation_free(struct generation *g) {
+        if (g->listener >= 0)
+                close(g->listener);
+        free(g);
 }
 
 void intercept_seccomp_free(struct intercept_seccomp *s) {
@@ -346,8 +367,9 @@ void intercept_seccomp_free(struct intercept_seccomp *s) {
         for (size_t i = 0; i < 2; i++)
                 if (s->sock[i] >= 0)
                         close(s->sock[i]);
-        if (s->listener >= 0)
-                close(s->listener);
+        for (size_t i = 0; i < s->n_generations; i++)
+                generation_free(s->generations[i]);
+        free(s->generations);
         free(s);
 }
 
@@ -419,41 +441,79 @@ static int receive_listener(struct intercept_seccomp *s) {
 
 static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata);
 
-static void drop_listener(struct intercept_seccomp *s) {
-        if (s->listener < 0)
+static struct generation *newest(const struct intercept_seccomp *s) {
+        return s->n_generations ? s->generations[s->n_generations - 1] : NULL;
+}
+
+/* Its filter's listener is of no more use: closed, and the generation
+ * forgotten unless it is the newest (whose claims readiness asks for). */
+static void drop_listener(struct generation *g) {
+        struct intercept_seccomp *s = g->s;
+
+        if (g->listener >= 0) {
+                if (s->loop)
+                        loop_remove(s->loop, g->listener);
+                close(g->listener);
+                g->listener = -1;
+        }
+        if (g == newest(s))
                 return;
-        if (s->loop)
-                loop_remove(s->loop, s->listener);
-        close(s->listener);
-        s->listener = -1;
+        for (size_t i = 0; i < s->n_generations; i++)
+                if (s->generations[i] == g) {
+                        memmove(s->generations + i, s->generations + i + 1,
+                                (s->n_generations - i - 1) * sizeof *s->generations);
+                        s->n_generations--;
+                        break;
+                }
+        generation_free(g);
 }
 
 int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
-        int fd = receive_listener(s), r;
+        _cleanup_free_ struct generation *g = calloc(1, sizeof *g);
+        struct generation **grown, *last = newest(s);
+        int fd = receive_listener(s), r = 0;
 
-        s->command = pid;
-        claims_restart(&s->claims);
-        s->unreadable = 0;
-        /* A new process image holds nothing it was handed. */
-        for (size_t i = 0; i < s->n_targets; i++)
-                s->targets[i].n_handed = 0;
+        if (!g || !(grown = realloc(s->generations, (s->n_generations + 1) * sizeof *grown))) {
+                if (fd >= 0)
+                        close(fd);
+                return -ENOMEM;
+        }
+        s->generations = grown;
+        /* Nothing claimed, noted or handed: a new process image holds
+         * nothing it was handed. */
+        g->s = s;
+        g->listener = fd;
+        g->command = pid;
+        g->claims = s->unclaimed;
+        s->generations[s->n_generations++] = TAKE_PTR(g);
+        /* The one before, if it has no listener left, was kept for its
+         * claims alone. */
+        if (last && last->listener < 0)
+                drop_listener(last);
         if (fd < 0)
                 return fd;
-        drop_listener(s);
-        s->listener = fd;
-        if (s->loop && (r = loop_add(s->loop, fd, EPOLLIN, on_listener, s)) < 0) {
-                drop_listener(s);
-                return r;
-        }
-        return 0;
+        if (s->loop && (r = loop_add(s->loop, fd, EPOLLIN, on_listener, newest(s))) < 0)
+                drop_listener(newest(s));
+        return r;
 }
 
 void intercept_seccomp_forget_command(struct intercept_seccomp *s) {
-        s->command = 0;
+        struct generation *g = newest(s);
+
+        if (g)
+                g->command = 0;
+}
+
+void intercept_seccomp_command_exited(struct intercept_seccomp *s, pid_t pid) {
+        for (size_t i = 0; i < s->n_generations; i++)
+                if (s->generations[i]->command == pid)
+                        s->generations[i]->command = 0;
 }
 
 bool intercept_seccomp_all_claimed(const struct intercept_seccomp *s) {
-        return claims_all_claimed(&s->claims);
+        const struct generation *g = newest(s);
+
+        return g && claims_all_claimed(&g->claims);
 }
 
 /* The index-th number (0: the first) of the line that starts with key
@@ -564,12 +624,11 @@ static int sockopt_int(int fd, int name) {
         return getsockopt(fd, SOL_SOCKET, name, &v, &len) < 0 ? -1 : v;
 }
 
-static void note(struct intercept_seccomp *s, pid_t pid, const struct sockaddr *sa, socklen_t len, unsigned port,
-                 int type) {
+static void note(struct generation *g, pid_t pid, const struct sockaddr *sa, socklen_t len, unsigned port, int type) {
         char address[112];
 
         intercept_address_text(sa, len, address, sizeof address);
-        claims_note(&s->claims.notes, sa->sa_family, type, port, address);
+        claims_note(&g->claims.notes, sa->sa_family, type, port, address);
         log_debug("pid %d bound %s%s%u/%s (not intercepted)", (int) pid, address, port ? " port " : "", port,
                   claims_type_name(type));
 }
@@ -640,7 +699,7 @@ static int open_thread_pidfd(pid_t tid, pid_t tgid) {
  * gone and its id been reused since it was queued, seccomp_unotify(2)),
  * or -errno: a non-root prebind cannot read a non-dumpable target
  * (EPERM). */
-static int pin_caller(struct intercept_seccomp *s, const struct sc_notif *req, void *addr, size_t want,
+static int pin_caller(const struct generation *g, const struct sc_notif *req, void *addr, size_t want,
                       struct caller *c) {
         struct iovec local = { .iov_base = addr, .iov_len = want };
         /* NOLINTNEXTLINE(performance-no-int-to-ptr): an address in the target, for process_vm_readv() */
@@ -666,7 +725,7 @@ static int pin_caller(struct intercept_seccomp *s, const struct sc_notif *req, v
                 return r;
         peer_init(&c->process, tgid, uid, gid, r);
         /* Read, then check: what was read is the caller's. */
-        if (ioctl(s->listener, SC_IOCTL_NOTIF_ID_VALID, &id) < 0)
+        if (ioctl(g->listener, SC_IOCTL_NOTIF_ID_VALID, &id) < 0)
                 return -ESTALE;
         c->copy = (int) syscall(SYS_pidfd_getfd, c->thread, (int) req->data.args[0], 0U);
         if (c->copy < 0 || fstat(c->copy, &c->st) < 0)
@@ -677,7 +736,7 @@ static int pin_caller(struct intercept_seccomp *s, const struct sc_notif *req, v
 /* Put src at the server's fd number, with its close-on-exec and its
  * O_NONBLOCK (which lives on the open file description: prebind's copy
  * takes the server's choice; prebind never accepts on it). */
-static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c, int src) {
+static int hand_over(const struct generation *g, const struct sc_notif *req, const struct caller *c, int src) {
         int fd = (int) req->data.args[0];
         struct sc_notif_addfd addfd = {
                 .id = req->id,
@@ -691,7 +750,7 @@ static int hand_over(const struct intercept_seccomp *s, const struct sc_notif *r
         if (theirs >= 0 && ours >= 0 && (theirs & O_NONBLOCK) != (ours & O_NONBLOCK))
                 (void) fcntl(src, F_SETFL, (ours & ~O_NONBLOCK) | (theirs & O_NONBLOCK));
         /* SETFD, never SEND: SEND would answer bind() with the fd number. */
-        if (ioctl(s->listener, SC_IOCTL_NOTIF_ADDFD, &addfd) < 0)
+        if (ioctl(g->listener, SC_IOCTL_NOTIF_ADDFD, &addfd) < 0)
                 return -errno;
         return 0;
 }
@@ -707,12 +766,12 @@ static int held_at(const struct caller *c, const struct intercept_held *h, int f
 /* As the interposer decides: by the caller's own last hand-over of t if
  * it had one; else by one it inherited (the newest of another process's
  * whose socket it holds at that fd). */
-static int held_family(const struct caller *c, const struct target_state *t, int fd) {
-        size_t n = t->n_handed < HANDED_MAX ? t->n_handed : HANDED_MAX;
+static int held_family(const struct caller *c, const struct generation *g, size_t i, int fd) {
+        size_t n = g->n_handed[i] < HANDED_MAX ? g->n_handed[i] : HANDED_MAX;
         int inherited = 0;
 
         for (size_t k = 1; k <= n; k++) {
-                const struct handed *h = &t->handed[(t->n_handed - k) % HANDED_MAX];
+                const struct handed *h = &g->handed[i][(g->n_handed[i] - k) % HANDED_MAX];
 
                 if (h->tgid == c->process.pid)
                         return held_at(c, &h->held, fd);
@@ -722,11 +781,11 @@ static int held_family(const struct caller *c, const struct target_state *t, int
         return inherited;
 }
 
-static enum verdict give_decoy(struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c,
-                               int family, int type, unsigned port) {
-        _cleanup_close_ int decoy = make_decoy(s, family, type);
+static enum verdict give_decoy(struct generation *g, const struct sc_notif *req, const struct caller *c, int family,
+                               int type, unsigned port) {
+        _cleanup_close_ int decoy = make_decoy(g->s, family, type);
 
-        if (decoy < 0 || hand_over(s, req, c, decoy) < 0)
+        if (decoy < 0 || hand_over(g, req, c, decoy) < 0)
                 return VERDICT_CONTINUE;
         log_debug("pid %d bound port %u/%s of the other family again: given a private port of its own", (int) c->tid,
                   port, claims_type_name(type));
@@ -735,34 +794,35 @@ static enum verdict give_decoy(struct intercept_seccomp *s, const struct sc_noti
 
 /* An intercepted port: the decoy rule, then who may have it, as the
  * broker asks for the interposer. */
-static enum verdict decide_port(struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c,
-                                size_t i, int family, int type, unsigned port) {
-        struct target_state *t = &s->targets[i];
+static enum verdict decide_port(struct generation *g, const struct sc_notif *req, const struct caller *c, size_t i,
+                                int family, int type, unsigned port) {
+        const struct target_state *t = &g->s->targets[i];
         int fd = (int) req->data.args[0];
         const char *why;
 
-        if (intercept_bind_rule(held_family(c, t, fd), family) == INTERCEPT_GIVE_DECOY)
-                return give_decoy(s, req, c, family, type, port);
-        why = claims_refusal(s->command, &c->process);
+        if (intercept_bind_rule(held_family(c, g, i, fd), family) == INTERCEPT_GIVE_DECOY)
+                return give_decoy(g, req, c, family, type, port);
+        why = claims_refusal(g->command, &c->process);
         if (why) {
-                claims_refuse(&s->claims, port, c->process.pid, why);
+                claims_refuse(&g->claims, port, c->process.pid, why);
                 return VERDICT_CONTINUE;
         }
-        if (hand_over(s, req, c, t->target.fd) < 0)
+        if (hand_over(g, req, c, t->target.fd) < 0)
                 return VERDICT_CONTINUE;
         log_debug("handed socket '%s' to pid %d at fd %d for its bind of port %u/%s", t->target.name, (int) c->tid, fd,
                   port, claims_type_name(type));
-        t->handed[t->n_handed++ % HANDED_MAX] = (struct handed) {
+        g->handed[i][g->n_handed[i]++ % HANDED_MAX] = (struct handed) {
                 .tgid = c->process.pid,
                 .held = { .fd = fd, .family = family, .dev = t->dev, .ino = t->ino },
         };
-        s->claims.claimed[i] = true;
+        g->claims.claimed[i] = true;
         return VERDICT_DONE;
 }
 
 /* The bind of a pinned caller, its address raw (len bytes). */
-static enum verdict decide_bind(struct intercept_seccomp *s, const struct sc_notif *req, const struct caller *c,
+static enum verdict decide_bind(struct generation *g, const struct sc_notif *req, const struct caller *c,
                                 const struct sockaddr *raw, socklen_t len) {
+        const struct intercept_seccomp *s = g->s;
         const struct intercept_port *match;
         struct sockaddr_storage bound;
         socklen_t bound_len;
@@ -776,7 +836,7 @@ static enum verdict decide_bind(struct intercept_seccomp *s, const struct sc_not
                 return VERDICT_DONE;
         type = sockopt_int(c->copy, SO_TYPE);
         if (raw->sa_family == AF_UNIX) {
-                note(s, c->tid, raw, len, 0, type);
+                note(g, c->tid, raw, len, 0, type);
                 return VERDICT_CONTINUE;
         }
         /* As the kernel reads it (match.h), sin_family 0 included. Port 0
@@ -784,15 +844,15 @@ static enum verdict decide_bind(struct intercept_seccomp *s, const struct sc_not
         bound_len = intercept_bind_address(sockopt_int(c->copy, SO_DOMAIN), raw, len, &bound);
         if (bound_len == 0 || !intercept_sockaddr_port((struct sockaddr *) &bound, bound_len, &port) || port == 0)
                 return VERDICT_CONTINUE;
-        match = intercept_match(s->claims.port, s->n_targets, port, type);
+        match = intercept_match(g->claims.port, s->n_targets, port, type);
         if (!match) {
-                note(s, c->tid, (struct sockaddr *) &bound, bound_len, port, type);
+                note(g, c->tid, (struct sockaddr *) &bound, bound_len, port, type);
                 return VERDICT_CONTINUE;
         }
-        return decide_port(s, req, c, (size_t) (match - s->claims.port), bound.ss_family, type, port);
+        return decide_port(g, req, c, (size_t) (match - g->claims.port), bound.ss_family, type, port);
 }
 
-static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *req) {
+static enum verdict decide(struct generation *g, const struct sc_notif *req) {
         union sockaddr_any addr = { 0 };
         struct caller c = { .thread = -1, .process = PEER_NONE, .copy = -1 };
         uint64_t len = req->data.args[2];
@@ -802,55 +862,57 @@ static enum verdict decide(struct intercept_seccomp *s, const struct sc_notif *r
 
         if (len < sizeof(sa_family_t) || len > INT32_MAX || (int) req->data.args[0] < 0)
                 return VERDICT_CONTINUE;
-        r = pin_caller(s, req, &addr, want, &c);
+        r = pin_caller(g, req, &addr, want, &c);
         if (r == 0)
-                v = decide_bind(s, req, &c, &addr.sa, (socklen_t) want);
+                v = decide_bind(g, req, &c, &addr.sa, (socklen_t) want);
         /* EBADF: no such fd in the caller's table; the kernel says so. */
         else if (r != -ESTALE && r != -EBADF) {
                 /* It binds by itself; the message at the deadline says. */
-                s->unreadable++;
-                s->unreadable_error = r;
+                g->unreadable++;
+                g->unreadable_error = r;
         }
         caller_done(&c);
         return v;
 }
 
-static int answer_one(struct intercept_seccomp *s) {
+static int answer_one(struct generation *g) {
         struct sc_notif req;
         struct sc_notif_resp resp = { 0 };
 
         /* The kernel wants it zeroed. */
         memset(&req, 0, sizeof req);
-        if (ioctl(s->listener, SC_IOCTL_NOTIF_RECV, &req) < 0)
+        if (ioctl(g->listener, SC_IOCTL_NOTIF_RECV, &req) < 0)
                 /* ENOENT: the caller was interrupted before it was read. */
                 return errno == ENOENT || errno == EINTR ? 0 : -errno;
         resp.id = req.id;
-        if (req.data.nr != SYS_bind || decide(s, &req) == VERDICT_CONTINUE)
+        if (req.data.nr != SYS_bind || decide(g, &req) == VERDICT_CONTINUE)
                 resp.flags = SC_NOTIF_FLAG_CONTINUE;
         /* ENOENT: the caller is gone (killed) meanwhile. */
-        if (ioctl(s->listener, SC_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
+        if (ioctl(g->listener, SC_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
                 return -errno;
         return 0;
 }
 
 /* The listener is readable (a notification waits), or not: then it hung
- * up, as no process is left under the filter. */
-static int serve(struct intercept_seccomp *s, bool readable) {
+ * up, as no process is left under the filter (g may be freed then). */
+static int serve(struct generation *g, bool readable) {
         int r;
 
         if (!readable) {
-                drop_listener(s);
+                drop_listener(g);
                 return 0;
         }
-        r = answer_one(s);
+        r = answer_one(g);
         if (r < 0)
                 log_error_errno(r, "cannot answer a bind() of COMMAND's (--intercept): %m");
         return r;
 }
 
 static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        struct intercept_seccomp *s = userdata;
-        (void) serve(s, revents & EPOLLIN);
+        struct generation *g = userdata;
+        struct intercept_seccomp *s = g->s;
+
+        (void) serve(g, revents & EPOLLIN);
         if (s->callback)
                 s->callback(s->userdata);
         return 0;
@@ -858,30 +920,39 @@ static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata)
 
 int intercept_seccomp_attach(struct intercept_seccomp *s, struct loop *l, intercept_seccomp_callback callback,
                              void *userdata) {
+        int r;
+
         s->loop = l;
         s->callback = callback;
         s->userdata = userdata;
-        return s->listener >= 0 ? loop_add(l, s->listener, EPOLLIN, on_listener, s) : 0;
+        for (size_t i = 0; i < s->n_generations; i++)
+                if (s->generations[i]->listener >= 0 &&
+                    (r = loop_add(l, s->generations[i]->listener, EPOLLIN, on_listener, s->generations[i])) < 0)
+                        return r;
+        return 0;
 }
 
 void intercept_seccomp_detach(struct intercept_seccomp *s) {
         if (!s->loop)
                 return;
-        if (s->listener >= 0)
-                loop_remove(s->loop, s->listener);
+        for (size_t i = 0; i < s->n_generations; i++)
+                if (s->generations[i]->listener >= 0)
+                        loop_remove(s->loop, s->generations[i]->listener);
         s->loop = NULL;
 }
 
+/* The newest generation's: its last claims before it is reaped. */
 int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
-        struct pollfd p = { .fd = s->listener, .events = POLLIN };
+        struct generation *g = newest(s);
+        struct pollfd p = { .fd = g ? g->listener : -1, .events = POLLIN };
         int n;
 
-        if (s->listener < 0)
+        if (p.fd < 0)
                 return 0;
         n = poll(&p, 1, 0);
         if (n < 0 && errno != EINTR)
                 return log_error_errno(errno, "cannot answer a bind() of COMMAND's (--intercept): %m");
-        return n <= 0 ? 0 : serve(s, p.revents & POLLIN);
+        return n <= 0 ? 0 : serve(g, p.revents & POLLIN);
 }
 
 /* Why binds could not be inspected, for the message. */
@@ -892,13 +963,15 @@ static const char *unreadable_why(int r) {
 }
 
 void intercept_seccomp_describe_unmet(const struct intercept_seccomp *s, char *buf, size_t size) {
-        size_t len = claims_describe(&s->claims, buf, size);
+        const struct generation *g = newest(s);
+        const struct claims *c = g ? &g->claims : &s->unclaimed;
+        size_t len = claims_describe(c, buf, size);
 
-        if (len == 0 || s->claims.refused)
+        if (len == 0 || c->refused)
                 return; /* all claimed, or said why not */
-        if (s->unreadable)
-                (void) claims_append(buf, size, len, " (%u bind%s could not be inspected: %s)", s->unreadable,
-                                     s->unreadable == 1 ? "" : "s", unreadable_why(s->unreadable_error));
-        else if (s->claims.notes.n == 0)
+        if (g && g->unreadable)
+                (void) claims_append(buf, size, len, " (%u bind%s could not be inspected: %s)", g->unreadable,
+                                     g->unreadable == 1 ? "" : "s", unreadable_why(g->unreadable_error));
+        else if (c->notes.n == 0)
                 (void) claims_append(buf, size, len, " (it bound no IP port)");
 }

@@ -67,16 +67,22 @@ int intercept_seccomp_attach(struct intercept_seccomp *s, struct loop *l, interc
                              void *userdata);
 void intercept_seccomp_detach(struct intercept_seccomp *s);
 
-/* A new COMMAND has exec'd: take its filter's listener (the old one is
- * closed: leftovers of an earlier COMMAND then bind nothing intercepted),
- * and every target must be claimed again. Returns 0, or -ENOENT when the
- * child sent none. */
+/* A new COMMAND has exec'd: take its filter's listener, and every target
+ * must be claimed again (by it: its claims are what
+ * intercept_seccomp_all_claimed() asks about). The listeners of earlier
+ * COMMANDs are answered too, each by its own claims and hand-overs, until
+ * no process is left under their filter. Returns 0, -ENOENT when the
+ * child sent none, or -ENOMEM. */
 int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid);
 
 /* COMMAND has been reaped: until the next one, binds of an intercepted
  * port are refused the socket (claims_refusal()), as the broker refuses
  * them: a leftover of the old COMMAND still runs under its filter. */
 void intercept_seccomp_forget_command(struct intercept_seccomp *s);
+
+/* The same for the COMMAND of any generation that ran as pid (one
+ * replaced, or told to stop): its number may be the next process's. */
+void intercept_seccomp_command_exited(struct intercept_seccomp *s, pid_t pid);
 
 /* Answer what waits now, without blocking and without the loop (before
  * COMMAND is reaped). Returns 0 or -errno, logged here. */

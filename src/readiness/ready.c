@@ -137,6 +137,8 @@ int readiness_prepare_output(struct readiness *r) {
 
 void readiness_command_exited(struct readiness *r, pid_t child) {
         probes_command_exited(r->probes, child);
+        if (r->claims && r->claims->command_exited)
+                r->claims->command_exited(r->claims_object, child);
 }
 
 void readiness_log_details(struct readiness *r) {

@@ -81,7 +81,7 @@ int readiness_prepare_output(struct readiness *r);
 
 /* A COMMAND (child: the current one, or one replaced by a reload) has
  * exited: pass on the rest of what it wrote (--ready-log), before its
- * exit is reported. */
+ * exit is reported; its --intercept binds claim nothing from then on. */
 void readiness_command_exited(struct readiness *r, pid_t child);
 
 /* After a message that COMMAND was not ready: the last lines it wrote

@@ -30,6 +30,10 @@ struct claim_source_ops {
         /* COMMAND has been reaped: nobody may claim until the next one
          * starts. NULL: nothing to do. */
         void (*forget_command)(void *object);
+        /* A COMMAND of any generation (pid: the current one, one replaced
+         * or told to stop) has been reaped: nobody may claim for it any
+         * more. NULL: nothing to do. */
+        void (*command_exited)(void *object, pid_t pid);
         /* Has every socket been claimed since set_command()? */
         bool (*all_claimed)(const void *object);
         /* Why not, in one phrase ("did not claim port 6379/tcp …"). */

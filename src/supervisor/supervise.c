@@ -28,18 +28,26 @@
 /* A COMMAND that did not get ready in time is given this long to stop
  * after SIGTERM when --kill-after does not say. */
 #define NOT_READY_GRACE_USEC (5 * USEC_PER_SEC)
+/* A generation told to stop (replaced by a new one, or with its group
+ * left behind) is given this long after SIGTERM when --kill-after does
+ * not say, as systemd gives a unit TimeoutStopSec=: time to drain its
+ * connections, and no generation that ignores SIGTERM holds prebind
+ * for ever. */
+#define RETIREE_GRACE_USEC (10 * USEC_PER_SEC)
 
 struct supervisor;
 
 /* A COMMAND of an earlier generation, told to stop (replaced by a new
- * one, or a new one that failed): reaped when it exits, SIGKILLed after
- * its --kill-after; its exit ends nothing. */
+ * one, a new one that failed, or the rest of an exited one's --group):
+ * reaped when it exits, SIGKILLed after its grace, guarded until nothing
+ * of it is left; its exit ends nothing. */
 struct retiree {
         struct supervisor *s;
-        pid_t pid;
-        int pidfd;         /* -1: SIGCHLD alone */
+        pid_t pid;         /* with --group, also its process group */
+        int pidfd;         /* -1: SIGCHLD alone, or reaped */
         int kill_timer_fd; /* -1 unless armed */
         unsigned generation;
+        bool reaped; /* pid is gone; with --group, members of its group may not be */
 };
 
 /* The supervisor: one state (enum lc_state), and what carrying out its
@@ -86,20 +94,26 @@ static void signal_command(struct supervisor *s, int sig) {
 }
 
 /* SIGTERM to a COMMAND that is being replaced (or failed to replace the
- * serving one): it may drain its connections, within kill_usec (0: as
- * long as it likes). */
+ * serving one, or exited and left its group): it may drain its
+ * connections, within kill_usec; then SIGKILL. reaped: pid has been
+ * reaped, its group is what is left. The guard watches it (since it
+ * started) until nothing of it is left. */
 static int on_retiree_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata);
 
-static void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generation, uint64_t kill_usec) {
+static void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generation, uint64_t kill_usec, bool reaped) {
         struct retiree *t = malloc(sizeof *t), **grown;
         int r;
 
         r = signal_process(pid, s->config->group, SIGTERM);
+        /* Stopped members would not see it before SIGCONT. */
+        if (r >= 0 && s->config->group)
+                r = signal_process(pid, true, SIGCONT);
         if (r < 0)
                 log_error_errno(r, "cannot stop generation %u (pid %d): %m", generation, (int) pid);
         grown = t ? realloc(s->retirees, (s->n_retirees + 1) * sizeof(struct retiree *)) : NULL;
         if (!grown) {
-                /* Unwatched, it is still reaped (SIGCHLD), unkilled. */
+                /* Unlisted, it is still reaped (SIGCHLD), unkilled; the
+                 * guard still stops it if prebind is killed. */
                 log_oom();
                 free(t);
                 if (pidfd >= 0) {
@@ -108,10 +122,12 @@ static void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generati
                 }
                 return;
         }
-        *t = (struct retiree) { .s = s, .pid = pid, .pidfd = pidfd, .kill_timer_fd = -1, .generation = generation };
+        *t = (struct retiree) {
+                .s = s, .pid = pid, .pidfd = pidfd, .kill_timer_fd = -1, .generation = generation, .reaped = reaped
+        };
         s->retirees = grown;
         s->retirees[s->n_retirees++] = t;
-        if (kill_usec && (r = loop_timer_arm(s->loop, &t->kill_timer_fd, kill_usec, on_retiree_kill_timer, t)) < 0)
+        if ((r = loop_timer_arm(s->loop, &t->kill_timer_fd, kill_usec, on_retiree_kill_timer, t)) < 0)
                 log_error_errno(r, "cannot arm the kill timer: %m");
         log_debug("generation %u (pid %d) told to stop", generation, (int) pid);
 }
@@ -121,36 +137,69 @@ static int on_retiree_kill_timer(struct loop *l, int fd, uint32_t revents, void 
 
         if (!timer_expired(fd))
                 return 0;
-        log_info("generation %u (pid %d) still running after --kill-after, sending SIGKILL", t->generation,
-                 (int) t->pid);
+        log_info("generation %u (pid %d%s) still running after its grace, sending SIGKILL", t->generation,
+                 (int) t->pid, t->s->config->group ? " and its process group" : "");
         (void) signal_process(t->pid, t->s->config->group, SIGKILL);
         loop_timer_disarm(l, &t->kill_timer_fd);
         return 0;
 }
 
-static void retiree_free(struct supervisor *s, struct retiree *t) {
-        loop_timer_disarm(s->loop, &t->kill_timer_fd);
+static void retiree_forget_pidfd(struct supervisor *s, struct retiree *t) {
         if (t->pidfd >= 0) {
                 loop_remove(s->loop, t->pidfd);
                 close(t->pidfd);
         }
+        t->pidfd = -1;
+}
+
+static void retiree_free(struct supervisor *s, struct retiree *t) {
+        loop_timer_disarm(s->loop, &t->kill_timer_fd);
+        retiree_forget_pidfd(s, t);
         free(t);
 }
 
-/* Is pid a retiree? Then it is gone: forget it. */
+/* Is pid a retiree? Then it is gone (retirees_sweep() forgets it, once
+ * its group is gone too). */
 static bool retiree_reaped(struct supervisor *s, pid_t pid, int status) {
         for (size_t i = 0; i < s->n_retirees; i++) {
                 struct retiree *t = s->retirees[i];
 
-                if (t->pid != pid)
+                if (t->pid != pid || t->reaped)
                         continue;
                 log_debug("generation %u (pid %d) ended, exit status %d", t->generation, (int) pid, status);
                 readiness_command_exited(s->job->readiness, pid);
-                retiree_free(s, t);
-                s->retirees[i] = s->retirees[--s->n_retirees];
+                retiree_forget_pidfd(s, t);
+                t->reaped = true;
                 return true;
         }
         return false;
+}
+
+/* Forget the retirees of which nothing is left: reaped, and with --group
+ * no member of their group (prebind, their subreaper, reaps those). */
+static void retirees_sweep(struct supervisor *s) {
+        for (size_t i = 0; i < s->n_retirees;) {
+                struct retiree *t = s->retirees[i];
+
+                if (!t->reaped || (s->config->group && kill(-t->pid, 0) == 0)) {
+                        i++;
+                        continue;
+                }
+                guard_unwatch(s->job->guard, t->pid);
+                retiree_free(s, t);
+                s->retirees[i] = s->retirees[--s->n_retirees];
+        }
+}
+
+/* A signal for every generation alive: COMMAND, the one serving beside
+ * a new one, those told to stop. */
+static void signal_generations(struct supervisor *s, int sig) {
+        if (s->child > 0)
+                signal_command(s, sig);
+        (void) signal_process(s->previous, s->config->group, sig);
+        for (size_t i = 0; i < s->n_retirees; i++)
+                if (!s->retirees[i]->reaped || s->config->group)
+                        (void) signal_process(s->retirees[i]->pid, s->config->group, sig);
 }
 
 static void arm_timer(struct supervisor *s, int *fd, uint64_t usec, loop_handler handler, const char *what) {
@@ -270,6 +319,17 @@ static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
         return 0;
 }
 
+/* The last COMMAND exited and left members of its --group, told to stop
+ * and not waited for, as a new COMMAND follows (or the serving one goes
+ * on): they are a retiree now, with its grace and the guard. Not the
+ * group of the one that serves beside a new one. */
+static void retire_group_left(struct supervisor *s) {
+        if (s->child > 0 || s->group <= 0 || s->group == s->previous || !group_left(s))
+                return;
+        retire(s, s->group, -1, s->generation, s->config->kill_after_usec ?: RETIREE_GRACE_USEC, true);
+        s->group = 0;
+}
+
 /* Fork COMMAND; it waits at its gate until open_gate(). Without
  * readiness conditions the addresses are published in between
  * (LC_SPAWNED's actions): before COMMAND runs, with its pid known. */
@@ -290,6 +350,7 @@ static int start_command(struct supervisor *s) {
         if (r < 0)
                 /* pipe2() or fork(): out of fds or processes. */
                 return log_error_errno(r, "cannot start '%s': %m", command_name(s));
+        retire_group_left(s);
 
         /* Our own child cannot be reaped by anyone else, so its pid is not
          * reused while we hold it: the pidfd is a precise exit event. The
@@ -302,15 +363,6 @@ static int start_command(struct supervisor *s) {
         return 0;
 }
 
-/* A new COMMAND that never ran: the guard watches the one that serves
- * again (overlapping: the previous one), or nothing. */
-static void unwatch_new(struct supervisor *s) {
-        if (s->previous > 0)
-                guard_watch(s->job->guard, s->previous, s->previous_pidfd, s->config->group);
-        else
-                guard_unwatch(s->job->guard);
-}
-
 /* Let the new COMMAND exec; or, when publishing it failed (published <
  * 0), not: closing the gate unopened makes the child exit unexec'd. */
 static int open_gate(struct supervisor *s, int published) {
@@ -321,7 +373,7 @@ static int open_gate(struct supervisor *s, int published) {
         s->child = 0;
         if (published < 0) {
                 spawn_abandon(&s->gate);
-                unwatch_new(s);
+                guard_unwatch(s->job->guard, pid);
                 forget_pidfd(s);
                 return published;
         }
@@ -329,7 +381,7 @@ static int open_gate(struct supervisor *s, int published) {
         if (r < 0) {
                 log_error_errno(r, "cannot run '%s': %m", command_name(s));
                 waitpid(pid, NULL, 0);
-                unwatch_new(s);
+                guard_unwatch(s->job->guard, pid);
                 forget_pidfd(s);
                 s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
                 return r;
@@ -395,20 +447,19 @@ static void drop_next(struct supervisor *s) {
         unsigned failed = s->n_started;
 
         if (s->child > 0)
-                retire(s, s->child, s->pidfd, s->generation, s->config->kill_after_usec ?: NOT_READY_GRACE_USEC);
+                retire(s, s->child, s->pidfd, s->generation, s->config->kill_after_usec ?: NOT_READY_GRACE_USEC,
+                       false);
         else if (s->pidfd >= 0) {
                 loop_remove(s->loop, s->pidfd);
                 close(s->pidfd);
         }
+        retire_group_left(s);
         s->child = s->previous;
         s->pidfd = s->previous_pidfd;
         s->generation = s->previous_generation;
         s->group = s->config->group ? s->child : 0;
         s->previous = 0;
         s->previous_pidfd = -1;
-        /* The guard watched the new one: the old one serves again. */
-        if (s->child > 0)
-                guard_watch(s->job->guard, s->child, s->pidfd, s->config->group);
         readiness_set_command(s->job->readiness, s->child, 0);
         log_error("reload failed: generation %u keeps serving", s->generation);
         if (s->job->published) {
@@ -422,7 +473,8 @@ static void drop_next(struct supervisor *s) {
 static void retire_previous(struct supervisor *s) {
         if (s->previous <= 0)
                 return;
-        retire(s, s->previous, s->previous_pidfd, s->previous_generation, s->config->kill_after_usec);
+        retire(s, s->previous, s->previous_pidfd, s->previous_generation,
+               s->config->kill_after_usec ?: RETIREE_GRACE_USEC, false);
         s->previous = 0;
         s->previous_pidfd = -1;
         readiness_set_command(s->job->readiness, s->child, 0);
@@ -545,12 +597,12 @@ static void command_gone(struct supervisor *s) {
                 close(s->pidfd);
         }
         s->pidfd = -1;
+        if (!group_left(s))
+                guard_unwatch(s->job->guard, s->child);
         s->child = 0;
         if (s->job->netns)
                 netns_job_stopped(s->job->netns);
         loop_timer_disarm(s->loop, &s->kill_timer_fd);
-        if (!group_left(s))
-                guard_unwatch(s->job->guard);
 }
 
 /* COMMAND exited with status (exit_status_of()). */
@@ -570,6 +622,12 @@ static void previous_exited(struct supervisor *s, int status) {
                 close(s->previous_pidfd);
         }
         s->previous_pidfd = -1;
+        /* Its --group's members, if any are left, stop as a retiree's. */
+        if (s->config->group && kill(-s->previous, 0) == 0)
+                retire(s, s->previous, -1, s->previous_generation, s->config->kill_after_usec ?: RETIREE_GRACE_USEC,
+                       true);
+        else
+                guard_unwatch(s->job->guard, s->previous);
         s->previous = 0;
         readiness_set_command(s->job->readiness, s->child, 0);
         log_info("generation %u exited with status %d during the reload; generation %u is the only one",
@@ -604,9 +662,10 @@ static void reap(struct supervisor *s) {
                 previous_exited(s, previous_status);
         if (command_status >= 0)
                 command_exited(s, command_status);
+        retirees_sweep(s);
         if (s->state == LC_DRAINING && !group_left(s)) {
                 /* The rest of command_gone(): nothing is left to guard. */
-                guard_unwatch(s->job->guard);
+                guard_unwatch(s->job->guard, s->group);
                 on_event(s, LC_GROUP_GONE);
         }
 }
@@ -635,9 +694,9 @@ static void on_signal(const struct signalfd_siginfo *si, struct signal_verdict v
                 on_event(s, LC_RESTART_REQUEST);
                 return;
         }
-        if (v.forward && s->child > 0) {
+        if (v.forward) {
                 log_debug("forwarding signal %d (SIG%s)", sig, sigabbrev_np(sig) ?: "?");
-                signal_command(s, sig);
+                signal_generations(s, sig);
         }
         if (v.stop_self)
                 raise(SIGSTOP);

@@ -13,6 +13,7 @@ prebind's own forks have it too), so what is left of a start is found in
 
 import os
 import random
+import selectors
 import signal
 import socket
 import subprocess
@@ -149,6 +150,16 @@ def assert_nothing_left(token, directory, ports, what):
                 pass
         pytest.fail(f"{what}: {DEADLINE}s after prebind was killed: {left} (all gone after {gone_after:.2f}s)")
     return time.monotonic() - t0
+
+
+def published_port(p):
+    """The first published line, the TCP port (bounded)."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(p.stdout, selectors.EVENT_READ)
+        assert sel.select(TIMEOUT), "nothing published"
+    line = p.stdout.readline().decode()
+    assert line.strip().isdigit(), line
+    return int(line)
 
 
 def published(p):
@@ -346,3 +357,62 @@ def test_exec_rejects_the_opt_out():
     assert out.stderr.splitlines() == [
         "prebind: --exec leaves no supervisor: it cannot be combined with --ready, --group, --kill-after, "
         "--die-with-parent, --no-die-with-supervisor, --subreaper or --success-status (see --help)"]
+
+
+# --reload=overlap: a generation told to stop may take its time (it
+# ignores SIGTERM, or its group does); until it is gone it is guarded as
+# the serving one is. Each COMMAND says "ready" (--ready-log) at once.
+RETIREES = {
+    # It ignores SIGTERM: the death signal alone never stops it.
+    "command": ([], 'trap "" TERM; echo ready >&2; exec sleep 60'),
+    # The whole group ignores it.
+    "group": (["--group"], 'trap "" TERM; sleep 60 & echo ready >&2; exec sleep 60'),
+    # The leader stops (and is reaped); a member that ignores SIGTERM stays.
+    "group-member": (["--group"], 'trap "" TERM; sleep 60 & trap - TERM; echo ready >&2; exec sleep 60'),
+}
+
+
+def stderr_until(p, text, timeout=TIMEOUT):
+    """prebind's stderr up to the first line that has text (bounded)."""
+    fd, data = p.stderr.fileno(), b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while text.encode() not in data:
+            left = deadline - time.monotonic()
+            chunk = os.read(fd, 65536) if left > 0 and sel.select(left) else b""
+            if not chunk:
+                raise TimeoutError(f"no {text!r} within {timeout}s: {data.decode(errors='replace')}")
+            data += chunk
+    return data.decode(errors="replace")
+
+
+@pytest.mark.parametrize("kind", RETIREES)
+def test_sigkill_after_an_overlapping_reload_leaves_no_generation(tmp_path, kind):
+    """50 starts: generation 1 serves, a reload makes generation 2 ready
+    and generation 1 is told to stop, which it does not (or its group
+    does not); prebind is SIGKILLed then. Both generations, their groups
+    and the files are gone, each time. (Under valgrind, where a start
+    takes seconds, 10.)"""
+    extra, script = RETIREES[kind]
+    for i in range(10 if os.environ.get("PREBIND_WRAPPER") else 50):
+        directory = tmp_path / str(i)
+        directory.mkdir()
+        token = f"{os.getpid()}-retiree-{kind}-{i}"
+        p = subprocess.Popen([PREBIND, "-v", "--print", f"--port-file={directory}/port", "-l", "127.0.0.1:0",
+                              "--reload=overlap", "--ready-log=^ready$", *extra, "--", "sh", "-c", script],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **{MARK: token}))
+        try:
+            port = published_port(p)
+            p.send_signal(signal.SIGHUP)
+            stderr_until(p, "generation 1 (pid ")  # "... told to stop"
+            p.kill()
+            p.wait(timeout=TIMEOUT)
+            assert_nothing_left(token, directory, [port], f"{kind}, start {i}")
+        finally:
+            p.kill()
+            p.wait(timeout=TIMEOUT)
+            p.stdout.close()
+            p.stderr.close()
+            for pid in marked(token):
+                os.kill(pid, signal.SIGKILL)

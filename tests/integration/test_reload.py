@@ -8,6 +8,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, run, server, wait_for
 from test_restart import Load
 
@@ -351,3 +353,96 @@ def test_watch_bad_input():
     assert out.returncode == 125 and "longer than 255" in out.stderr
     out = run(["--exec", "--watch=.", "--", "true"])
     assert out.returncode == 125 and "cannot be combined with --exec" in out.stderr
+
+
+
+# ---- every generation alive is signalled and stopped ---------------------------
+
+# A tiny COMMAND for these: it appends its pid to DIR/pids, writes each of
+# SIGTERM, SIGINT and SIGQUIT it gets to DIR/PID, and exits once it has
+# had all three. It says "ready" on stderr (--ready-log) unless DIR/hang
+# exists; if DIR/ignore exists, it ignores all three instead.
+SIGNALLED = r"""
+import os, signal, sys
+d = sys.argv[1]
+got = set()
+def on(sig, frame):
+    got.add(signal.Signals(sig).name)
+    with open(f"{d}/{os.getpid()}", "a") as f:
+        f.write(signal.Signals(sig).name + "\n")
+    if got >= {"SIGTERM", "SIGINT", "SIGQUIT"}:
+        sys.exit(0)
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+    signal.signal(s, signal.SIG_IGN if os.path.exists(f"{d}/ignore") else on)
+with open(f"{d}/pids", "a") as f:
+    f.write(f"{os.getpid()}\n")
+if not os.path.exists(f"{d}/hang"):
+    print("ready", file=sys.stderr, flush=True)
+while True:
+    signal.pause()
+"""
+
+
+def start_signalled(start, directory):
+    p = start(["-v", "--print", "--reload=overlap", "--ready-log=^ready$", "--", PYTHON, "-c", SIGNALLED,
+               str(directory)])
+    int(p.readline())
+    return p
+
+
+def generation_pids(directory, n):
+    """The pids of the first n generations, once they have started."""
+    path = directory / "pids"
+    assert wait_for(lambda: path.exists() and len(path.read_text().split()) >= n)
+    return [int(x) for x in path.read_text().split()[:n]]
+
+
+def signals_of(directory, pid):
+    try:
+        return (directory / str(pid)).read_text().split()
+    except FileNotFoundError:
+        return []
+
+
+@pytest.mark.parametrize("moment", ["overlapping", "retiring"])
+def test_sigterm_sigint_and_sigquit_reach_every_generation(start, tmp_path, moment):
+    """Overlapping: generation 2 waits to be ready (for ever) beside
+    generation 1. Retiring: generation 2 is ready, generation 1 was told
+    to stop (SIGTERM) and waits for the rest. Either way SIGQUIT, SIGINT
+    and SIGTERM sent to prebind reach both, and prebind ends once both
+    are gone."""
+    p = start_signalled(start, tmp_path)
+    if moment == "overlapping":
+        (tmp_path / "hang").touch()
+    p.send(signal.SIGHUP)
+    first, second = generation_pids(tmp_path, 2)
+    if moment == "retiring":
+        assert wait_for(lambda: signals_of(tmp_path, first) == ["SIGTERM"])
+    for sig in (signal.SIGQUIT, signal.SIGINT, signal.SIGTERM):
+        p.send(sig)
+        assert wait_for(lambda: sig.name in signals_of(tmp_path, second)), (sig, signals_of(tmp_path, second))
+    assert p.wait() == 0
+    assert {"SIGQUIT", "SIGINT", "SIGTERM"} <= set(signals_of(tmp_path, first)), signals_of(tmp_path, first)
+    assert not pid_alive(first) and not pid_alive(second)
+
+
+def test_a_retiree_that_ignores_sigterm_is_killed_after_the_default_grace(start, tmp_path):
+    """No --kill-after: generation 1, told to stop, ignores SIGTERM (and
+    SIGINT, SIGQUIT). It is SIGKILLed 10 s after it was told, and prebind,
+    whose serving generation has stopped meanwhile, exits then instead of
+    waiting for it for ever."""
+    (tmp_path / "ignore").touch()
+    p = start_signalled(start, tmp_path)
+    (tmp_path / "ignore").unlink()
+    p.send(signal.SIGHUP)
+    first, second = generation_pids(tmp_path, 2)
+    t0 = time.monotonic()  # before generation 2 is ready, and so before generation 1 is told to stop
+    for sig in (signal.SIGQUIT, signal.SIGINT, signal.SIGTERM):
+        p.send(sig)
+        assert wait_for(lambda: sig.name in signals_of(tmp_path, second)), (sig, signals_of(tmp_path, second))
+    assert p.wait(timeout=TIMEOUT) == 0, "prebind waited for the retiree"
+    took = time.monotonic() - t0
+    assert not pid_alive(first) and signals_of(tmp_path, first) == []
+    assert 9.5 < took < 18, took
+    p.close()
+    assert "generation 1 (pid %d) still running after its grace, sending SIGKILL" % first in p.err, p.err

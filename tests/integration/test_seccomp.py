@@ -7,6 +7,7 @@ that it reached its own server."""
 
 import errno
 import os
+import re
 import shutil
 import signal
 import socket
@@ -644,3 +645,63 @@ def test_a_leftover_of_an_exited_command_is_refused_during_the_restart_delay(sta
         pass
     assert got.get("errno") == str(errno.EADDRINUSE), f"the leftover got {got} (published port {port})"
     assert p.stop() == 0, p.err
+
+
+# Binds 8080 (intercepted) at start, unless DIR/crash exists (then it
+# exits 3); on SIGUSR1 it binds a unix socket, a port 0 and 8080 again,
+# and writes what each bind gave to DIR/result.
+BINDS_AGAIN = r"""
+import os, signal, socket, sys
+d = sys.argv[1]
+if os.path.exists(f"{d}/crash"):
+    sys.exit(3)
+first = socket.socket()
+first.bind(("127.0.0.1", 8080))
+first.listen()
+def binds(sig, frame):
+    out = []
+    for what, family, addr in (("unix", socket.AF_UNIX, f"{d}/u.sock"), ("port 0", socket.AF_INET, ("127.0.0.1", 0)),
+                               ("8080", socket.AF_INET, ("127.0.0.1", 8080))):
+        try:
+            s = socket.socket(family)
+            s.bind(addr)
+            port = s.getsockname()[1] if family == socket.AF_INET else 0
+            out.append(f"{what}: listening={s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)} port={port}")
+        except OSError as e:
+            out.append(f"{what}: {e.strerror}")
+    with open(f"{d}/result.tmp", "w") as f:
+        f.write("\n".join(out) + "\n")
+    os.rename(f"{d}/result.tmp", f"{d}/result")
+signal.signal(signal.SIGUSR1, binds)
+signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(0))
+with open(f"{d}/pids", "a") as f:
+    f.write(f"{os.getpid()}\n")
+while True:
+    signal.pause()
+"""
+
+
+def test_after_a_failed_overlapping_reload_the_serving_generation_still_binds(start, tmp_path):
+    """Generation 2 exits at start: generation 1 serves on, under its own
+    filter, whose listener prebind still answers: a unix socket and a
+    port 0 bind as asked, and 8080 is prebind's socket again (already
+    listening, on the published port). Were the listener closed with
+    generation 2, every bind() of generation 1 would fail (ENOSYS)."""
+    log = tmp_path / "stderr"
+    with open(log, "w") as f:
+        p = start(["-v", "--intercept-via=seccomp", "--intercept=8080", "--print=port", "--reload=overlap", "--",
+                   PYTHON, "-c", BINDS_AGAIN, str(tmp_path)], stderr=f)
+        port = int(p.readline())
+    pids = tmp_path / "pids"
+    assert wait_for(lambda: pids.exists() and pids.read_text().endswith("\n"))  # written after its bind
+    first = int(pids.read_text())
+    (tmp_path / "crash").touch()
+    p.send(signal.SIGHUP)
+    assert wait_for(lambda: "reload failed: generation 1 keeps serving" in log.read_text()), log.read_text()
+    os.kill(first, signal.SIGUSR1)
+    assert wait_for((tmp_path / "result").exists), log.read_text()
+    result = (tmp_path / "result").read_text().splitlines()
+    assert result[0] == "unix: listening=0 port=0", result
+    assert re.fullmatch(r"port 0: listening=0 port=[1-9][0-9]*", result[1]), result
+    assert result[2] == f"8080: listening=1 port={port}", result
+    assert p.stop() == 0

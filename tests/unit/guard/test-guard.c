@@ -62,7 +62,7 @@ static bool gone_in_time(const char *path) {
 START_TEST(test_no_guard_is_a_no_op) {
         unit_dir_make();
         guard_watch(NULL, getpid(), -1, false);
-        guard_unwatch(NULL);
+        guard_unwatch(NULL, getpid());
         guard_file_expected(NULL, GUARD_FILE_REGULAR, unit_path("f"));
         guard_file_created(NULL, GUARD_FILE_REGULAR, unit_path("f"), -1);
         guard_file_created_at(NULL, GUARD_FILE_SOCKET, unit_path("f"), 0, 0);
@@ -167,6 +167,55 @@ START_TEST(test_killed_prebind_kills_command_after_grace) {
 }
 END_TEST
 
+/* Every generation alive is watched: a prebind that watched three
+ * COMMANDs (one replaced and ignoring SIGTERM, one serving) and unwatched
+ * the third dies; the guard stops the two, and leaves the third alone. */
+static _Noreturn void prebind_with_generations_dies(int report) {
+        struct guard *g = NULL;
+        pid_t command[3];
+
+        unit_default_signals();
+        if (guard_start("sleep", 100000, &g) < 0)
+                _exit(2);
+        for (int i = 0; i < 3; i++) {
+                command[i] = start_command(i == 0);
+                guard_watch(g, command[i], (int) syscall(SYS_pidfd_open, command[i], 0), false);
+        }
+        guard_unwatch(g, command[2]);
+        if (write(report, command, sizeof command) != sizeof command)
+                _exit(3);
+        _exit(0);
+}
+
+START_TEST(test_killed_prebind_stops_every_generation_watched) {
+        pid_t prebind, command[3] = { 0 };
+        int p[2], status;
+
+        ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+        ck_assert_int_eq(pipe(p), 0);
+        prebind = unit_fork();
+        if (prebind == 0) {
+                close(p[0]);
+                prebind_with_generations_dies(p[1]);
+        }
+        close(p[1]);
+        ck_assert_int_eq(read(p[0], command, sizeof command), sizeof command);
+        close(p[0]);
+        status = unit_wait_bounded(prebind);
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+        status = unit_wait_bounded(command[0]);
+        ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        status = unit_wait_bounded(command[1]);
+        ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+        ck_assert_int_eq(waitpid(command[2], &status, WNOHANG), 0);
+        kill(command[2], SIGKILL);
+        status = unit_wait_bounded(command[2]);
+        ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+}
+END_TEST
+
 static Suite *guard_suite(void) {
         Suite *s = suite_create("guard");
         TCase *tc = tcase_create("lifecycle");
@@ -176,6 +225,7 @@ static Suite *guard_suite(void) {
         tcase_add_test(tc, test_clean_exit_leaves_command_and_files);
         tcase_add_test(tc, test_killed_prebind_stops_command_and_removes_files);
         tcase_add_test(tc, test_killed_prebind_kills_command_after_grace);
+        tcase_add_test(tc, test_killed_prebind_stops_every_generation_watched);
         suite_add_tcase(s, tc);
         return s;
 }
