@@ -270,7 +270,26 @@ static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
         return 0;
 }
 
-/* Fork COMMAND; it waits at its gate until open_gate(). Without
+/* A new COMMAND that never ran (its exec failed, or it was not let
+ * exec): reaped, and the guard watches the one that serves again
+ * (overlapping: the previous one), or nothing. */
+static int never_ran(struct supervisor *s, int r, bool exec_failed) {
+        if (exec_failed) {
+                log_error_errno(r, "cannot run '%s': %m", command_name(s));
+                s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
+        }
+        spawn_abandon(&s->gate);
+        s->child = 0;
+        if (s->previous > 0)
+                guard_watch(s->job->guard, s->previous, s->previous_pidfd, s->config->group);
+        else
+                guard_unwatch(s->job->guard);
+        forget_pidfd(s);
+        return r;
+}
+
+/* Fork COMMAND; it waits at its gate until open_gate(), once its trial
+ * exec says it can run (a COMMAND that cannot publishes nothing). Without
  * readiness conditions the addresses are published in between
  * (LC_SPAWNED's actions): before COMMAND runs, with its pid known. */
 static int start_command(struct supervisor *s) {
@@ -299,16 +318,8 @@ static int start_command(struct supervisor *s) {
         guard_watch(s->job->guard, s->gate.pid, s->pidfd, s->config->group);
         s->generation = ++s->n_started;
         s->child = s->gate.pid;
-        return 0;
-}
-
-/* A new COMMAND that never ran: the guard watches the one that serves
- * again (overlapping: the previous one), or nothing. */
-static void unwatch_new(struct supervisor *s) {
-        if (s->previous > 0)
-                guard_watch(s->job->guard, s->previous, s->previous_pidfd, s->config->group);
-        else
-                guard_unwatch(s->job->guard);
+        r = spawn_check(&s->gate);
+        return r < 0 ? never_ran(s, r, true) : 0;
 }
 
 /* Let the new COMMAND exec; or, when publishing it failed (published <
@@ -318,22 +329,11 @@ static int open_gate(struct supervisor *s, int published) {
         pid_t pid = s->gate.pid;
         int r;
 
-        s->child = 0;
-        if (published < 0) {
-                spawn_abandon(&s->gate);
-                unwatch_new(s);
-                forget_pidfd(s);
-                return published;
-        }
+        if (published < 0)
+                return never_ran(s, published, false);
         r = spawn_release(&s->gate);
-        if (r < 0) {
-                log_error_errno(r, "cannot run '%s': %m", command_name(s));
-                waitpid(pid, NULL, 0);
-                unwatch_new(s);
-                forget_pidfd(s);
-                s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
-                return r;
-        }
+        if (r < 0)
+                return never_ran(s, r, true);
         s->child = pid;
         s->group = s->config->group ? pid : 0;
         log_debug("started '%s' as pid %d, generation %u", command_name(s), (int) pid, s->generation);
