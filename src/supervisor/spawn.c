@@ -102,7 +102,7 @@ static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_ke
  * errno over a close-on-exec pipe, whose EOF means success. Returns the
  * errno of a failed exec, or 0: it would run, or the trial cannot tell
  * (no ptrace here; EPERM: an LSM that refuses a traced exec). */
-static int trial_exec(char **command) {
+static int trial_exec(char **command, char **envp) {
         int report[2], err = 0, status;
         pid_t parent = getpid(), pid;
 
@@ -114,6 +114,7 @@ static int trial_exec(char **command) {
                 /* A child killed meanwhile (prebind was) leaves no stopped
                  * COMMAND behind. */
                 if (die_with_parent(SIGKILL, parent) == 0 && ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0) {
+                        environ = envp;
                         execvp(command[0], command);
                         err = errno;
                         (void) !write(report[1], &err, sizeof err);
@@ -184,7 +185,7 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 }
                 /* Nothing is published for a COMMAND that cannot run: the
                  * verdict comes first (0: it can), then the gate. */
-                err = trial_exec(plan->command);
+                err = trial_exec(plan->command, plan->env->envp);
                 if (err == 0 && intercept_child(plan->intercept, intercept_fd) < 0)
                         _exit(EXIT_PREBIND_FAILED);
                 if (write(error[1], &err, sizeof err) != sizeof err || err != 0)
@@ -286,6 +287,10 @@ pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {
         r = errno;
         write_error("cannot run", plan->command[0], r);
         _exit(exec_error_to_status(r));
+}
+
+int spawn_trial(const struct spawn_plan *plan) {
+        return -trial_exec(plan->command, plan->env->envp);
 }
 
 int spawn_prepare_in_place(const struct spawn_plan *plan) {

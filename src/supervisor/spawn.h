@@ -84,6 +84,11 @@ void spawn_abandon(struct spawned *s);
  * Returns its pid or -errno. */
 pid_t spawn_connection(const struct spawn_plan *plan, const char *path);
 
+/* --exec: would COMMAND's exec succeed? The trial of spawn_child(), run
+ * from prebind itself before it publishes: 0 (it would, or the trial
+ * cannot tell) or -errno. */
+int spawn_trial(const struct spawn_plan *plan);
+
 /* --exec: become COMMAND. First lay out the fds, signals and environment
  * in prebind itself (-errno: prebind's failure, such as running out of
  * fds), then exec, which returns only on failure (-errno: COMMAND's). */

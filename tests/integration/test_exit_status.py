@@ -71,11 +71,11 @@ def directory_events(directory):
     return names
 
 
-@pytest.mark.parametrize("mode", [[], ["--accept"]], ids=["supervise", "accept"])
+@pytest.mark.parametrize("mode", [[], ["--accept"], ["--exec"]], ids=["supervise", "accept", "exec"])
 @pytest.mark.parametrize("case", ["missing", "not-executable"])
 def test_command_that_cannot_run_publishes_nothing(tmp_path, mode, case):
     """A client must never be handed an address nobody will serve: the
-    addresses go out once COMMAND's exec has succeeded (with --accept,
+    addresses go out once COMMAND's exec has been tried (with --accept,
     once it has been found), so a failed one leaves one line, 126/127,
     no port file (not even for a moment) and nothing on stdout."""
     watched = tmp_path / "out"
