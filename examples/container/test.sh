@@ -72,15 +72,24 @@ start_container() {
         >"$work/out" 2>"$work/err" </dev/null &
     upid=$!
     pid1=
-    wait_until "$timeout" find_pid1 || { echo "# no PID 1"; return 1; }
+    # unshare's own error (a chroot whose / is no mount point refuses
+    # --mount: "cannot change root filesystem propagation") is shown.
+    wait_until "$timeout" find_pid1 || {
+        echo "# no PID 1"
+        sed 's/^/# /' "$work/err"
+        return 1
+    }
     # prebind logs the address on stderr once the socket listens.
     wait_until "$timeout" grep -q 'listening on' "$work/err" || { cat "$work/err"; return 1; }
 }
 
+# The child of unshare that runs prebind's executable, compared as a file
+# (device and inode): the path /proc/PID/exe shows depends on the mount
+# namespace, and differs from this one's in a chroot.
 find_pid1() {
     pid1=$(cat "/proc/$upid/task/$upid/children" 2>/dev/null) || return 1
     pid1=${pid1%% *}
-    [ -n "$pid1" ] && [ "$(readlink "/proc/$pid1/exe")" = "$(readlink -f "$prebind")" ]
+    [ -n "$pid1" ] && [ "$(stat -L -c %d:%i "/proc/$pid1/exe" 2>/dev/null)" = "$(stat -L -c %d:%i "$prebind")" ]
 }
 
 in_container() {

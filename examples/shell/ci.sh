@@ -53,10 +53,14 @@ start() {
     timeout "$timeout" cat "$dir/published" >"$dir/env" || true
     # shellcheck source=/dev/null
     . "$dir/env"
+    # Nothing published: prebind failed before the server ran (126/127: it
+    # cannot be run). Its status is passed on.
     if [ -z "${PREBIND_URL:-}" ]; then
-        wait_status "$dir" >/dev/null || true
+        local status
+        status=$(wait_status "$dir") || status=1
         cat "$dir/server.log" >&2
-        die "prebind published nothing (exit status $(cat "$dir/status" 2>/dev/null || echo '?'))"
+        echo "ci.sh: prebind published nothing (exit status $status)" >&2
+        exit "$status"
     fi
 
     # The env format writes plain values bare, so the lines mean the same

@@ -212,10 +212,8 @@ int accept_run(struct job *job, struct outcome *ret) {
 
         if (prepare(&a) < 0)
                 return log_oom();
-        /* The sockets listen: publish, then accept until stopped. */
-        r = job_publish(job, 0);
-        if (r < 0)
-                return r;
+        /* A COMMAND that cannot be found or run is told before anything
+         * is published: no client is sent to a server that never runs. */
         r = command_resolve(job->command[0], a.env.envp, &a.path);
         if (r == -ENOMEM)
                 return log_oom();
@@ -224,6 +222,10 @@ int accept_run(struct job *job, struct outcome *ret) {
                 *ret = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
                 return 0;
         }
+        /* The sockets listen: publish, then accept until stopped. */
+        r = job_publish(job, 0);
+        if (r < 0)
+                return r;
         r = loop_new(&a.loop);
         if (r < 0 || (r = loop_add(a.loop, job->signal_fd, EPOLLIN, on_signalfd, &a)) < 0)
                 return log_error_errno(r, "cannot watch the event sources: %m");

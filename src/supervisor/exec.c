@@ -5,10 +5,21 @@
 #include "log.h"
 #include "spawn.h"
 
+static int cannot_run(struct job *job, int r, struct outcome *ret) {
+        log_error_errno(r, "cannot run '%s': %m", job->command[0]);
+        *ret = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
+        return 0;
+}
+
 /* --exec: publish, then become COMMAND. Returns only on failure. */
 int exec_run(struct job *job, struct outcome *ret) {
         struct spawn_plan plan = job_spawn_plan(job);
         int r;
+
+        /* Nothing is published for a COMMAND that cannot be run. */
+        r = spawn_trial(&plan);
+        if (r < 0)
+                return cannot_run(job, r, ret);
 
         /* SIGPIPE is ignored since main(): a reader gone from stdout gives
          * EPIPE and 125; COMMAND gets SIGPIPE back by the reset in
@@ -23,8 +34,5 @@ int exec_run(struct job *job, struct outcome *ret) {
         r = spawn_prepare_in_place(&plan);
         if (r < 0)
                 return log_error_errno(r, "cannot pass the sockets: %m");
-        r = spawn_exec_in_place(&plan);
-        log_error_errno(r, "cannot run '%s': %m", job->command[0]);
-        *ret = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
-        return 0;
+        return cannot_run(job, spawn_exec_in_place(&plan), ret);
 }

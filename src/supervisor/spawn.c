@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 
 #include "compat.h"
@@ -94,6 +95,44 @@ static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_ke
         return 0;
 }
 
+/* In the child, before anything is published: would COMMAND's exec
+ * succeed? A trial exec, in a grandchild that asks to be traced, so that
+ * after a successful exec the kernel stops it (SIGTRAP) before the new
+ * program's first instruction; it is killed there. A failed one reports
+ * errno over a close-on-exec pipe, whose EOF means success. Returns the
+ * errno of a failed exec, or 0: it would run, or the trial cannot tell
+ * (no ptrace here; EPERM: an LSM that refuses a traced exec). */
+static int trial_exec(char **command, char **envp) {
+        int report[2], err = 0, status;
+        pid_t parent = getpid(), pid;
+
+        if (pipe2(report, O_CLOEXEC) < 0)
+                return 0;
+        pid = fork();
+        if (pid == 0) {
+                close(report[0]);
+                /* A child killed meanwhile (prebind was) leaves no stopped
+                 * COMMAND behind. */
+                if (die_with_parent(SIGKILL, parent) == 0 && ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0) {
+                        environ = envp;
+                        execvp(command[0], command);
+                        err = errno;
+                        (void) !write(report[1], &err, sizeof err);
+                }
+                _exit(EXIT_PREBIND_FAILED);
+        }
+        close(report[1]);
+        if (pid > 0 && read(report[0], &err, sizeof err) != sizeof err)
+                err = 0;
+        close(report[0]);
+        if (pid > 0) {
+                (void) kill(pid, SIGKILL);
+                while (waitpid(pid, &status, __WALL) == pid && !WIFEXITED(status) && !WIFSIGNALED(status))
+                        ;
+        }
+        return err == EPERM ? 0 : err;
+}
+
 int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
         int gate[2], error[2];
         pid_t parent = getpid(), pid;
@@ -144,8 +183,13 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                         fprintf(stderr, "prebind: cannot pass the sockets: %s\n", strerror(errno));
                         _exit(EXIT_PREBIND_FAILED);
                 }
-                if (intercept_child(plan->intercept, intercept_fd) < 0)
+                /* Nothing is published for a COMMAND that cannot run: the
+                 * verdict comes first (0: it can), then the gate. */
+                err = trial_exec(plan->command, plan->env->envp);
+                if (err == 0 && intercept_child(plan->intercept, intercept_fd) < 0)
                         _exit(EXIT_PREBIND_FAILED);
+                if (write(error[1], &err, sizeof err) != sizeof err || err != 0)
+                        _exit(exec_error_to_status(err));
                 /* Wait for the parent to publish; EOF without the byte means
                  * it gave up (publishing failed, or it died). */
                 if (read(gate[0], &go, 1) != 1)
@@ -166,21 +210,36 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
         return 0;
 }
 
-int spawn_release(struct spawned *s) {
+/* Read one report of the child: -errno, or 0 (EOF too). */
+static int read_report(int fd) {
         ssize_t k;
         int err = 0;
 
+        do
+                k = read(fd, &err, sizeof err);
+        while (k < 0 && errno == EINTR);
+        return k == sizeof err ? -err : 0;
+}
+
+int spawn_check(struct spawned *s) {
+        s->checked = true;
+        return read_report(s->error_fd);
+}
+
+int spawn_release(struct spawned *s) {
+        int err = s->checked ? 0 : spawn_check(s);
+
         /* If the child is already gone, the write fails and the read below
          * sees EOF: its exit status then tells what happened. */
-        (void) !write(s->gate_fd, "", 1);
+        if (err == 0)
+                (void) !write(s->gate_fd, "", 1);
         close(s->gate_fd);
         s->gate_fd = -1;
-        do
-                k = read(s->error_fd, &err, sizeof err);
-        while (k < 0 && errno == EINTR);
+        if (err == 0)
+                err = read_report(s->error_fd);
         close(s->error_fd);
         s->error_fd = -1;
-        return k == sizeof err ? -err : 0;
+        return err;
 }
 
 void spawn_abandon(struct spawned *s) {
@@ -228,6 +287,10 @@ pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {
         r = errno;
         write_error("cannot run", plan->command[0], r);
         _exit(exec_error_to_status(r));
+}
+
+int spawn_trial(const struct spawn_plan *plan) {
+        return -trial_exec(plan->command, plan->env->envp);
 }
 
 int spawn_prepare_in_place(const struct spawn_plan *plan) {

@@ -49,18 +49,28 @@ struct spawn_plan {
 struct spawned {
         pid_t pid;
         int gate_fd;  /* write one byte to let the child exec */
-        int error_fd; /* EOF: exec succeeded; 4 bytes: errno */
+        int error_fd; /* first 4 bytes: the trial's errno (0: it ran); then EOF: exec succeeded, or errno */
+        bool checked; /* the trial's report was read (spawn_check()) */
 };
 
-/* Fork a child that resets its signals, lays out its fds and waits on the
- * gate before it execs: the parent publishes in between, so the child's
- * pid is known to the publication and COMMAND cannot write to stdout
- * before the addresses. Returns 0 or -errno. */
+/* Fork a child that resets its signals, lays out its fds, tries COMMAND's
+ * exec (in a traced grandchild, stopped and killed before it runs a
+ * single instruction) and waits on the gate before it execs: the parent
+ * publishes in between, so nothing is published for a COMMAND that
+ * cannot be run, the child's pid is known to the publication and COMMAND
+ * cannot write to stdout before the addresses. Returns 0 or -errno. */
 int spawn_child(const struct spawn_plan *plan, struct spawned *ret);
 
-/* Let the child exec (open the gate), and wait for the outcome: returns 0
+/* How the trial exec went: 0 when COMMAND can be run (or the trial could
+ * not tell), or -errno of the exec that failed: the child has then exited
+ * 126/127 (reap it). Before anything is published. */
+int spawn_check(struct spawned *s);
+
+/* Let the child exec (open the gate), and wait for the outcome (the
+ * trial's first, if spawn_check() was not called): returns 0
  * when COMMAND runs, or -errno of the failed exec (the child has then
- * exited: reap it). */
+ * exited: reap it). After spawn_check(), an exec fails only if COMMAND
+ * changed in between (removed, made non-executable). */
 int spawn_release(struct spawned *s);
 
 /* Do not let it exec after all (publishing failed): closing the gate
@@ -73,6 +83,11 @@ void spawn_abandon(struct spawned *s);
  * command_resolve(). Signal dispositions must be the defaults already.
  * Returns its pid or -errno. */
 pid_t spawn_connection(const struct spawn_plan *plan, const char *path);
+
+/* --exec: would COMMAND's exec succeed? The trial of spawn_child(), run
+ * from prebind itself before it publishes: 0 (it would, or the trial
+ * cannot tell) or -errno. */
+int spawn_trial(const struct spawn_plan *plan);
 
 /* --exec: become COMMAND. First lay out the fds, signals and environment
  * in prebind itself (-errno: prebind's failure, such as running out of

@@ -330,7 +330,24 @@ static void retire_group_left(struct supervisor *s) {
         s->group = 0;
 }
 
-/* Fork COMMAND; it waits at its gate until open_gate(). Without
+/* A new COMMAND that never ran (its exec failed, or it was not let
+ * exec): reaped, and no longer watched by the guard. */
+static int never_ran(struct supervisor *s, int r, bool exec_failed) {
+        pid_t pid = s->gate.pid;
+
+        if (exec_failed) {
+                log_error_errno(r, "cannot run '%s': %m", command_name(s));
+                s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
+        }
+        spawn_abandon(&s->gate);
+        s->child = 0;
+        guard_unwatch(s->job->guard, pid);
+        forget_pidfd(s);
+        return r;
+}
+
+/* Fork COMMAND; it waits at its gate until open_gate(), once its trial
+ * exec says it can run (a COMMAND that cannot publishes nothing). Without
  * readiness conditions the addresses are published in between
  * (LC_SPAWNED's actions): before COMMAND runs, with its pid known. */
 static int start_command(struct supervisor *s) {
@@ -360,7 +377,8 @@ static int start_command(struct supervisor *s) {
         guard_watch(s->job->guard, s->gate.pid, s->pidfd, s->config->group);
         s->generation = ++s->n_started;
         s->child = s->gate.pid;
-        return 0;
+        r = spawn_check(&s->gate);
+        return r < 0 ? never_ran(s, r, true) : 0;
 }
 
 /* Let the new COMMAND exec; or, when publishing it failed (published <
@@ -371,21 +389,11 @@ static int open_gate(struct supervisor *s, int published) {
         int r;
 
         s->child = 0;
-        if (published < 0) {
-                spawn_abandon(&s->gate);
-                guard_unwatch(s->job->guard, pid);
-                forget_pidfd(s);
-                return published;
-        }
+        if (published < 0)
+                return never_ran(s, published, false);
         r = spawn_release(&s->gate);
-        if (r < 0) {
-                log_error_errno(r, "cannot run '%s': %m", command_name(s));
-                waitpid(pid, NULL, 0);
-                guard_unwatch(s->job->guard, pid);
-                forget_pidfd(s);
-                s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
-                return r;
-        }
+        if (r < 0)
+                return never_ran(s, r, true);
         s->child = pid;
         s->group = s->config->group ? pid : 0;
         log_debug("started '%s' as pid %d, generation %u", command_name(s), (int) pid, s->generation);

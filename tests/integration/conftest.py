@@ -1,10 +1,12 @@
 """Shared helpers for the integration tests: the real prebind binary
 against real servers and clients. Every wait is bounded; no fixed ports."""
 
+import functools
 import http.client
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,6 +46,26 @@ def is_static(path):
         table = f.read(e_phentsize * e_phnum)
     return all(struct.unpack_from("<I", table, i * e_phentsize)[0] != 3  # PT_INTERP
                for i in range(e_phnum))
+
+
+@functools.cache
+def unshare_refused(*options):
+    """Why `unshare OPTIONS true` fails here, in unshare's own words, or
+    None: asked once per set of options. A chroot whose / is not a mount
+    point (as Debian package builds run tests) refuses a mount namespace
+    ("cannot change root filesystem propagation"), so --mount and
+    --mount-proc cannot work there, whatever prebind does."""
+    if not shutil.which("unshare"):
+        return "no unshare(1)"
+    out = subprocess.run(["unshare", *options, "true"], capture_output=True, text=True, timeout=TIMEOUT)
+    return None if out.returncode == 0 else out.stderr.strip() or f"unshare exited {out.returncode}"
+
+
+def need_unshare(*options):
+    """Skip the test, with unshare's message, where `unshare OPTIONS` fails."""
+    why = unshare_refused(*options)
+    if why:
+        pytest.skip(f"unshare {' '.join(options)} fails here: {why}")
 
 
 def pytest_report_header(config):

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, PREBIND_REAL, TIMEOUT, Prebind, http_get, is_static, wait_for
+from conftest import BUILD, PREBIND_REAL, TIMEOUT, Prebind, http_get, is_static, need_unshare, wait_for
 
 PID1_SERVER = os.path.abspath(os.environ.get("PID1_SERVER", os.path.join(BUILD, "tests", "helpers", "pid1-server")))
 
@@ -27,6 +27,11 @@ pytestmark = [
                        reason=f"{PREBIND_REAL} is dynamic: the static build's run covers the empty root"),
     pytest.mark.skipif(os.getuid() != 0, reason="unshare --pid --root needs root"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def mount_namespace():
+    need_unshare("--pid", "--fork", "--kill-child", "--mount")
 
 
 class Container(Prebind):

@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from conftest import PREBIND, PREBIND_BUILT, PYTHON
+from conftest import PREBIND, PREBIND_BUILT, PYTHON, need_unshare
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -146,6 +146,8 @@ def test_container_entrypoint_as_pid_1():
     for tool, package in (("unshare", "util-linux"), ("nsenter", "util-linux"),
                           ("ip", "iproute2"), ("curl", "curl")):
         need(tool, package)
+    need_unshare(*(["--user", "--map-root-user"] if os.geteuid() != 0 else []), "--net", "--pid", "--mount", "--fork",
+                 "--mount-proc", "--kill-child")
     out = run_runner(["bash", os.path.join(EXAMPLES, "container", "test.sh")], cwd=EXAMPLES)
     assert re.search(r"^2 passed, 0 failed$", out, re.MULTILINE)
 

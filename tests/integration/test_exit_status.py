@@ -2,6 +2,7 @@
 failures told apart from a COMMAND that exits 127 itself; basic signal
 forwarding."""
 
+import ctypes
 import os
 import signal
 import stat
@@ -42,6 +43,63 @@ def test_not_executable_is_126(tmp_path):
     assert out.stderr.splitlines() == [f"prebind: cannot run '{f}': Permission denied"]
     out = run(["-q", "--", str(tmp_path)])  # a directory
     assert out.returncode == 126
+
+
+def directory_events(directory):
+    """An inotify watch on directory: every file created or renamed into
+    it, until the returned function is called (it returns their names)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert fd >= 0, os.strerror(ctypes.get_errno())
+    in_create, in_moved_to = 0x100, 0x80
+    assert libc.inotify_add_watch(fd, os.fsencode(directory), in_create | in_moved_to) >= 0
+
+    def names():
+        found = []
+        try:
+            while True:
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    return found
+                while data:
+                    length = int.from_bytes(data[12:16], "little")
+                    found.append(data[16:16 + length].rstrip(b"\0").decode())
+                    data = data[16 + length:]
+        finally:
+            os.close(fd)
+    return names
+
+
+@pytest.mark.parametrize("mode", [[], ["--accept"], ["--exec"]], ids=["supervise", "accept", "exec"])
+@pytest.mark.parametrize("case", ["missing", "not-executable"])
+def test_command_that_cannot_run_publishes_nothing(tmp_path, mode, case):
+    """A client must never be handed an address nobody will serve: the
+    addresses go out once COMMAND's exec has been tried (with --accept,
+    once it has been found), so a failed one leaves one line, 126/127,
+    no port file (not even for a moment) and nothing on stdout."""
+    watched = tmp_path / "out"
+    watched.mkdir()
+    command = str(tmp_path / "srv")
+    if case == "not-executable":
+        (tmp_path / "srv").write_text("#!/bin/sh\n")
+    status, why = (127, "No such file or directory") if case == "missing" else (126, "Permission denied")
+    events = directory_events(watched)
+    out = run([*mode, "--print", f"--port-file={watched}/port", "--", command])
+    assert (out.returncode, out.stderr, out.stdout) == (status, f"prebind: cannot run '{command}': {why}\n", "")
+    assert events() == [] and os.listdir(watched) == []
+
+
+def test_restart_whose_exec_fails_ends_with_its_status(tmp_path):
+    """--restart cannot bring back a COMMAND that is gone: the restart's
+    exec fails, prebind says so in one line, exits 127 and takes back
+    what it published, instead of restarting in a loop."""
+    srv, port_file = tmp_path / "srv", tmp_path / "port"
+    srv.write_text('#!/bin/sh\nrm -- "$0"\nexit 1\n')
+    srv.chmod(0o755)
+    out = run(["-q", "--restart=always", f"--port-file={port_file}", "--", str(srv)])
+    assert (out.returncode, out.stderr) == (127, f"prebind: cannot run '{srv}': No such file or directory\n")
+    assert os.listdir(tmp_path) == []
 
 
 def test_command_exiting_127_itself_is_not_mistaken_for_not_found():

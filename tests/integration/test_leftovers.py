@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, run, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, need_unshare, pid_alive, run, wait_for
 
 # A COMMAND that leaves a background process holding the socket (fd 3) and
 # writes its pid to $1, then exits with status 3.
@@ -160,6 +160,7 @@ def test_accept_mode_leaves_no_socket_accepting(tmp_path):
 def test_as_pid_1_in_a_pid_namespace(tmp_path):
     if not shutil.which("unshare") or os.geteuid() != 0:
         pytest.skip("needs root and unshare")
+    need_unshare("--pid", "--fork", "--mount-proc")
     pidfile = str(tmp_path / "holder.pid")
     out = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", PREBIND, "-q", "--print", "--",
                           "sh", "-c", LEAVE_HOLDER, "sh", pidfile],

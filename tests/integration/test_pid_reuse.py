@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, run, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, need_unshare, run, wait_for
 
 NOBODY = 65534
 
@@ -321,6 +321,7 @@ print(json.dumps(result))
 
 def in_pid_namespace(tmp_path, scenario, attack):
     """Run the scenario as PID 1 of a new PID namespace; its JSON result."""
+    need_unshare("--pid", "--fork", "--kill-child", "--mount-proc")
     work = tmp_path / "work"
     work.mkdir()
     try:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PROBE, TIMEOUT, pid_alive, run, wait_for
+from conftest import PREBIND, PROBE, TIMEOUT, need_unshare, pid_alive, run, wait_for
 
 CATCHABLE = [s for s in range(1, 32) if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD)]
 REALTIME = [signal.SIGRTMIN, signal.SIGRTMIN + 1]
@@ -129,6 +129,7 @@ def test_pid1_in_a_pid_namespace_reaps_100_orphans_and_passes_the_status(tmp_pat
     done
     echo "zombies left: $z"; exit 91
     """
+    need_unshare("--pid", "--fork", "--mount-proc")
     out = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", PREBIND, "-q", "--", "sh", "-c", script],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 42, out.stdout + out.stderr
@@ -136,6 +137,7 @@ def test_pid1_in_a_pid_namespace_reaps_100_orphans_and_passes_the_status(tmp_pat
 
 def test_pid1_forwards_signals(tmp_path):
     log = tmp_path / "signals"
+    need_unshare("--pid", "--fork", "--mount-proc")
     u = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", PREBIND, "-q", "--", PROBE,
                           "--signal-log", str(log), "--sleep", str(TIMEOUT)], stdout=subprocess.PIPE)
     try:

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Starting COMMAND (spawn.c) with real, short-lived children (/bin/sh
  * scripts that look at their own fds, environment and signal state):
- * command_resolve() along PATH, exec_error_to_status(), the gate of
- * spawn_child()/spawn_release()/spawn_abandon(), the fd layout of each
+ * command_resolve() along PATH, exec_error_to_status(), the trial exec
+ * and the gate of spawn_child()/spawn_check()/spawn_release()/
+ * spawn_abandon(), the fd layout of each
  * passing mode (sockets at 3… without FD_CLOEXEC, every other fd closed
  * on exec), spawn_connection() and the --exec path. Every wait is
  * bounded. */
@@ -344,6 +345,12 @@ START_TEST(test_exec_failures_are_reported) {
         ck_assert_int_eq(spawn_child(&plan, &child), 0);
         ck_assert_int_eq(spawn_release(&child), -EACCES);
         ck_assert_int_eq(exit_status_of(unit_wait_bounded(child.pid)), 126);
+        /* Told by the trial, before the gate: nothing need be published. */
+        ck_assert_int_eq(spawn_child(&plan, &child), 0);
+        ck_assert_int_eq(spawn_check(&child), -EACCES);
+        ck_assert_int_eq(exit_status_of(unit_wait_bounded(child.pid)), 126);
+        close(child.gate_fd);
+        close(child.error_fd);
         child_env_done(&env);
 }
 END_TEST
@@ -366,6 +373,8 @@ START_TEST(test_gate_holds_until_release) {
         struct child_env env;
         struct spawned child = spawn_marker(marker, &env);
 
+        /* The trial exec succeeded, and ran not one instruction of it. */
+        ck_assert_int_eq(spawn_check(&child), 0);
         usleep(50000);
         ck_assert_int_eq(access(marker, F_OK), -1);
         ck_assert_int_eq(waitpid(child.pid, NULL, WNOHANG), 0);
