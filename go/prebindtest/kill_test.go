@@ -85,7 +85,16 @@ func TestKillGoTestLeavesNothing(t *testing.T) {
 	if err := gotest.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { gotest.Process.Kill(); gotest.Wait() }()
+	exited := make(chan error, 1)
+	go func() { exited <- gotest.Wait() }()
+	defer func() {
+		gotest.Process.Kill()
+		<-exited
+	}()
+	fail := func(format string, args ...any) {
+		out, _ := os.ReadFile(log.Name())
+		t.Fatalf(format+"\ngo test's output:\n%s", append(args, out)...)
+	}
 
 	// Every package's report: the test binary, its two prebinds and servers.
 	var pids []int
@@ -96,25 +105,39 @@ func TestKillGoTestLeavesNothing(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}()
-	report.(*net.TCPListener).SetDeadline(time.Now().Add(4 * time.Minute))
-	for i := 0; i < 4; i++ {
-		conn, err := report.Accept()
-		if err != nil {
-			out, _ := os.ReadFile(log.Name())
-			t.Fatalf("%d of 4 packages reported: %v\n%s", i, err, out)
+	reports := make(chan string)
+	go func() {
+		for {
+			conn, err := report.Accept()
+			if err != nil {
+				return
+			}
+			conn.SetDeadline(time.Now().Add(time.Minute))
+			line, _ := bufio.NewReader(conn).ReadString('\n')
+			conn.Close()
+			reports <- line
 		}
-		conn.SetDeadline(time.Now().Add(time.Minute))
+	}()
+	for i := 0; i < 4; i++ {
+		var line string
+		select {
+		case line = <-reports:
+		case err := <-exited:
+			exited <- err
+			fail("go test exited (%v) after %d of 4 packages reported", err, i)
+		case <-time.After(4 * time.Minute):
+			fail("%d of 4 packages reported within 4 minutes", i)
+		}
 		var p [5]int
 		var port [2]string
-		line, _ := bufio.NewReader(conn).ReadString('\n')
 		fmt.Sscan(line, &p[0], &p[1], &p[2], &port[0], &p[3], &p[4], &port[1])
-		conn.Close()
 		pids = append(pids, p[:]...)
 		ports = append(ports, port[:]...)
 	}
 
 	gotest.Process.Kill()
-	gotest.Wait()
+	<-exited
+	exited <- nil
 	var left []string
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		left = leftovers(pids, ports, filepath.Join(dir, "tmp"))

@@ -180,6 +180,9 @@ func (c *config) wait() time.Duration {
 
 // duration is d in prebind's syntax.
 func duration(d time.Duration) string {
+	if d >= time.Second && d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
 	if ms := d.Milliseconds(); ms > 0 {
 		return fmt.Sprintf("%dms", ms)
 	}
