@@ -54,23 +54,16 @@ func TestKillGoTestLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module: not with -short")
 	}
-	dir := t.TempDir()
-	here, _ := os.Getwd()
-	files := map[string]string{"go.mod": fmt.Sprintf("module killcheck\n\ngo 1.19\n\nrequire github.com/prebind/prebind/go v0.0.0\n\n"+
-		"replace github.com/prebind/prebind/go => %s\n", filepath.Dir(here))}
+	files := map[string]string{}
 	for i := 1; i <= 4; i++ {
 		files[fmt.Sprintf("p%d/hold_test.go", i)] = holdTest
 	}
+	dir := module(t, files)
 	for _, d := range []string{"tmp", "gotmp"} {
-		files[d+"/.keep"] = ""
-	}
-	for name, text := range files {
-		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	os.Remove(filepath.Join(dir, "tmp", ".keep"))
 	report, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +141,23 @@ func TestKillGoTestLeavesNothing(t *testing.T) {
 	if len(left) > 0 {
 		t.Fatalf("2 s after kill -9 of go test: %s", strings.Join(left, ", "))
 	}
+}
+
+// module writes a Go module that uses this checkout's prebindtest, with
+// files (path: text), in a temporary directory, and returns it.
+func module(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	here, _ := os.Getwd()
+	files["go.mod"] = fmt.Sprintf("module check\n\ngo 1.19\n\nrequire github.com/prebind/prebind/go v0.0.0\n\n"+
+		"replace github.com/prebind/prebind/go => %s\n", filepath.Dir(here))
+	for name, text := range files {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 func leftovers(pids []int, ports []string, tmp string) []string {

@@ -16,6 +16,7 @@
 package prebindtest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -281,6 +282,14 @@ func (s *Server) Stop() (int, error) {
 		return s.stopCode, s.stopErr
 	}
 	s.stopped = true
+	if !s.exitedOnItsOwn() && s.serverGone() {
+		// prebind has yet to see it: its status is the server's, not
+		// that of our SIGTERM.
+		select {
+		case <-s.exited:
+		case <-time.After(grace): // --restart: it runs another one
+		}
+	}
 	if s.exitedOnItsOwn() {
 		s.stopErr = errors.New(failure("the server exited before it was stopped", s.argv, &s.status, s.tailLocked()))
 	}
@@ -295,6 +304,20 @@ func (s *Server) Stop() (int, error) {
 	s.closeOutputLocked()
 	s.stopCode = s.status
 	return s.stopCode, s.stopErr
+}
+
+// serverGone says whether the server has exited (a zombie that prebind
+// has not reaped yet counts).
+func (s *Server) serverGone() bool {
+	if s.Pid <= 0 {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.Pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	i := bytes.LastIndexByte(stat, ')') // the name in parentheses may hold anything
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
 
 // Output is what prebind and the server wrote to stdout and stderr so far.
