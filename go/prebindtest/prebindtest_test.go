@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -262,4 +263,24 @@ func TestPrebindNotFound(t *testing.T) {
 func TestReservedArgs(t *testing.T) {
 	msg := failures(t, func(t testing.TB) { prebindtest.Start(t, []string{"true"}, prebindtest.Args("--format=url")) })
 	expect(t, msg, "sets --port-fd and --format=json itself")
+}
+
+// Every prebind option that prebindtest writes is one that prebind --help
+// lists: a rename in prebind fails here, not in a user's test.
+func TestOptionsArePrebinds(t *testing.T) {
+	bin := os.Getenv("PREBIND")
+	if bin == "" {
+		bin = "prebind"
+	}
+	help, err := exec.Command(bin, "--help").Output()
+	if err != nil {
+		t.Fatalf("%s --help: %v", bin, err)
+	}
+	for _, flag := range []string{"--port-fd=N", "--format=FORMAT", "--die-with-parent", "--kill-after=DURATION",
+		"--ready-timeout=DURATION", "--listen=[NAME=]ADDRESS", "--intercept=[NAME=]PORT", "--ready-log=REGEX",
+		"--ready-http[=PATH]", "--ready-exec=COMMAND", "--setenv=NAME[=VALUE]", "--share=NAME", "--group"} {
+		if !strings.Contains(string(help), flag) {
+			t.Errorf("prebind --help has no %s", flag)
+		}
+	}
 }
