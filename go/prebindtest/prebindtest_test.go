@@ -202,19 +202,18 @@ func expect(t *testing.T, msg string, want ...string) {
 	}
 }
 
-func TestMistypedCommandFailsWithPrebindsReason(t *testing.T) {
+func TestMistypedCommandFailsAtStartWithPrebindsReason(t *testing.T) {
 	t.Parallel()
-	msg := failures(t, func(t testing.TB) {
-		srv := prebindtest.Start(t, []string{"no-such-server-prebindtest"})
-		// prebind publishes before it runs COMMAND: the request meets the
-		// socket closed as prebind exits 127, and the cleanup says why.
-		client := http.Client{Timeout: timeout}
-		if _, err := client.Get(srv.URL); err == nil {
-			t.Errorf("an answer from no server")
+	for _, argv := range [][]string{{"no-such-server-prebindtest"}, {"./no-such-server"}, {"/etc/passwd"}} {
+		msg := failures(t, func(t testing.TB) {
+			prebindtest.Start(t, argv)
+			t.Errorf("Start returned")
+		})
+		expect(t, msg, "prebindtest: prebind could not run the command", "the command was", "prebind: cannot run '"+argv[0]+"'")
+		if strings.Contains(msg, "Start returned") {
+			t.Errorf("%v: Start returned", argv)
 		}
-	})
-	expect(t, msg, "exit status 127: the command was not found",
-		"prebind: cannot run 'no-such-server-prebindtest'")
+	}
 }
 
 func TestCrashAtStartFailsWithTheOutput(t *testing.T) {
