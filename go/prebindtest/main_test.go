@@ -61,6 +61,21 @@ func TestKillTheServer(t *testing.T) {
 	t.Fatal("the server did not die")
 }
 `
+	// go test -timeout=10s: Start must fail before the test binary panics,
+	// with prebind's reason (it gets --ready-timeout to fit).
+	startsTooLate = `package p
+
+import (
+	"testing"
+
+	"github.com/prebind/prebind/go/prebindtest"
+)
+
+func TestNeverReady(t *testing.T) {
+	prebindtest.Start(t, []string{"sh", "-c", "echo 'server: waiting for the database'; exec sleep 1000"},
+		prebindtest.ReadyLog("^never"))
+}
+`
 )
 
 // Main fails the run: before any test if the server does not start, after
@@ -70,14 +85,15 @@ func TestMainFailsTheRunWithTheReason(t *testing.T) {
 		t.Skip("builds a module: not with -short")
 	}
 	t.Parallel()
-	dir := module(t, map[string]string{"start/p_test.go": mainFailsAtStart, "dies/p_test.go": mainServerDies})
+	dir := module(t, map[string]string{"start/p_test.go": mainFailsAtStart, "dies/p_test.go": mainServerDies,
+		"late/p_test.go": startsTooLate})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	gotest := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-count=1", "-v", "./...")
+	gotest := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-count=1", "-v", "-timeout=10s", "./...")
 	gotest.Dir = dir
 	out, err := gotest.CombinedOutput()
 	text := string(out)
-	if err == nil || strings.Contains(text, "a test ran") {
+	if err == nil || strings.Contains(text, "a test ran") || strings.Contains(text, "panic: test timed out") {
 		t.Fatalf("go test: %v\n%s", err, text)
 	}
 	for _, want := range []string{
@@ -85,6 +101,7 @@ func TestMainFailsTheRunWithTheReason(t *testing.T) {
 		"| server: no config", "FAIL\tcheck/start",
 		"--- PASS: TestKillTheServer", "TestMain: prebindtest: the server exited before it was stopped",
 		"exit status 137: the server was killed by SIGKILL", "FAIL: TestMain (prebindtest.Main)", "FAIL\tcheck/dies",
+		"exit status 124: not ready in time", "| server: waiting for the database", "--- FAIL: TestNeverReady",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("%q is not in go test's output:\n%s", want, text)

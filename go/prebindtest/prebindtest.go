@@ -128,6 +128,15 @@ func start(argv []string, c *config, testDeadline time.Time) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	wait := c.wait()
+	if !testDeadline.IsZero() {
+		if left := time.Until(testDeadline) - 2*time.Second; left < wait {
+			wait = max64(left, time.Second)
+			if c.waitsReady && wait > grace+time.Second {
+				c.timeout = wait - grace // prebind gives up first, and says why
+			}
+		}
+	}
 	s := &Server{argv: append(append(append([]string{bin}, c.prebindArgs()...), "--"), argv...), cfg: c,
 		exited: make(chan struct{})}
 	r, err := s.spawn(c.dir)
@@ -135,12 +144,6 @@ func start(argv []string, c *config, testDeadline time.Time) (*Server, error) {
 		return nil, err
 	}
 	defer r.Close()
-	wait := c.wait()
-	if !testDeadline.IsZero() {
-		if left := time.Until(testDeadline) - 2*time.Second; left < wait {
-			wait = max64(left, time.Second)
-		}
-	}
 	r.SetReadDeadline(time.Now().Add(wait))
 	data, err := io.ReadAll(r)
 	switch {
