@@ -1,0 +1,3 @@
+module github.com/prebind/prebind/go
+
+go 1.19
