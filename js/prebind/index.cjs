@@ -246,13 +246,22 @@ class Output {
   }
 }
 
-function deadline(ms, ref = true) {
+function deadline(ms) {
   let timer;
   const promise = new Promise((resolve) => {
     if (ms !== null) timer = setTimeout(resolve, ms, 'timeout');
   });
-  if (timer && !ref) timer.unref();
   return { promise, cancel: () => clearTimeout(timer) };
+}
+
+// `promise`, or 'timeout' after `ms`; the timer goes with the race.
+async function within(promise, ms) {
+  const wait = deadline(ms);
+  try {
+    return await Promise.race([promise, wait.promise]);
+  } finally {
+    wait.cancel();
+  }
 }
 
 // Resolves on EOF of a stream (an end, an error or a close: whichever first).
@@ -310,23 +319,32 @@ class Server {
   }
 
   async _stop() {
-    if (this._exit.status !== null) {
-      await this._exit.flushed;
+    // Exited, or a zombie whose exit Node has not heard of yet: a failed
+    // exec (127) or a crash just before stop() is not a stop.
+    if (this._exit.status !== null || zombie(this._child.pid)) {
+      await within(this._exit.flushed, GRACE);
       throw new ServerExited('the server exited before it was stopped', this.argv, this._exit.status, this._output.tail());
     }
     this._child.kill('SIGTERM');
-    const wait = deadline(this._stopTimeout + GRACE);
-    if ((await Promise.race([this._exit.done, wait.promise])) === 'timeout') {
+    if ((await within(this._exit.done, this._stopTimeout + GRACE)) === 'timeout') {
       this._child.kill('SIGKILL'); // the server goes with it (its death signal)
-      await Promise.race([this._exit.done, deadline(GRACE).promise]);
+      await within(this._exit.done, GRACE);
     }
-    wait.cancel();
     await this._exit.flushed;
     return this._exit.status;
   }
 
   [Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose')]() {
     return this.stop();
+  }
+}
+
+function zombie(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
+  } catch {
+    return false;
   }
 }
 
@@ -374,7 +392,7 @@ async function start(command, options = {}) {
   });
   // The rest of the output once prebind has exited: bounded, as a server
   // that outlived prebind may hold the pipes open.
-  exit.flushed = exit.done.then(() => Promise.race([streamsEnd, deadline(200, false).promise]));
+  exit.flushed = exit.done.then(() => within(streamsEnd, 200));
   child.stdout.on('data', (d) => output.push(d));
   child.stderr.on('data', (d) => output.push(d));
   let json = '';
@@ -383,8 +401,8 @@ async function start(command, options = {}) {
   const fail = async (headline, ourStop) => {
     if (exit.status === null) {
       child.kill(ourStop ? 'SIGTERM' : 'SIGKILL');
-      if ((await Promise.race([exit.done, deadline(GRACE).promise])) === 'timeout') child.kill('SIGKILL');
-      await Promise.race([exit.done, deadline(GRACE).promise]);
+      if ((await within(exit.done, GRACE)) === 'timeout') child.kill('SIGKILL');
+      await within(exit.done, GRACE);
     }
     await exit.flushed;
     // After our own SIGTERM the status says nothing about the failure.
@@ -392,14 +410,12 @@ async function start(command, options = {}) {
   };
 
   const portFdEnd = ended(child.stdio[3]);
-  const wait = deadline(timeout);
-  const first = await Promise.race([portFdEnd, exit.done, wait.promise]);
-  wait.cancel();
+  const first = await within(Promise.race([portFdEnd, exit.done]), timeout);
   if (first === 'timeout') return fail(`prebind published nothing within ${timeout} ms`, true);
   // prebind's exit may come before the last of fd 3: read to its end.
-  await Promise.race([portFdEnd, deadline(GRACE).promise]);
+  await within(portFdEnd, GRACE);
   if (!json) {
-    await Promise.race([exit.done, deadline(GRACE).promise]);
+    await within(exit.done, GRACE);
     return fail('prebind exited without publishing: the server did not start', false);
   }
   let published;

@@ -1,0 +1,4 @@
+module.exports = {
+  testMatch: ['<rootDir>/tests/*.test.js'],
+  maxWorkers: 4,
+};
