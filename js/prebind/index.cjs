@@ -358,6 +358,33 @@ function checkCommand(command) {
   if (!Array.isArray(command) || command.length === 0) throw new TypeError('command is an empty list');
 }
 
+// A runner's worker outlives a kill -9 of its runner (Jest's and node
+// --test's until their tests end), and with it prebind, whose parent it
+// is: in a worker, the servers stop when the worker's parent changes.
+const RUNNER_WORKER = ['JEST_WORKER_ID', 'NODE_TEST_CONTEXT', 'VITEST_WORKER_ID', 'TEST_WORKER_INDEX'];
+const running = new Set(); // the prebinds of this process that run
+let orphanWatch = null;
+
+function parentPid() {
+  const stat = fs.readFileSync('/proc/self/stat', 'utf8'); // not process.ppid: Jest's sandbox copies it
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
+function orphanGuard(child, exit) {
+  if (!RUNNER_WORKER.some((name) => process.env[name])) return;
+  running.add(child);
+  exit.done.then(() => running.delete(child));
+  if (orphanWatch) return;
+  const parent = parentPid();
+  // No event says that a parent died; a poll of getppid(2) does, unref'd.
+  orphanWatch = setInterval(() => {
+    if (parentPid() === parent) return;
+    for (const prebind of running) prebind.kill('SIGTERM');
+    clearInterval(orphanWatch);
+  }, 250);
+  orphanWatch.unref();
+}
+
 /** Start `command` under prebind and resolve, once prebind has published,
  * to a Server; reject with StartError (prebind's message, the exit status
  * and the last lines of output) if it exits first or publishes nothing
@@ -429,6 +456,7 @@ async function start(command, options = {}) {
   // Nothing here keeps the runner alive: a server never stopped ends with
   // the runner (--die-with-parent).
   child.unref();
+  orphanGuard(child, exit);
   for (const stream of [child.stdout, child.stderr, child.stdio[3]]) stream.unref?.();
   return new Server(child, argv, published, output, exit, stopTimeout);
 }
