@@ -309,6 +309,19 @@ class Server {
     return this._exit.status;
   }
 
+  /** Resolves to prebind's exit status once it has exited (the server
+   * exited, or was stopped). */
+  async wait() {
+    this._child.ref(); // the wait keeps the process alive, the server does not
+    try {
+      await this._exit.done;
+      await this._exit.flushed;
+    } finally {
+      this._child.unref();
+    }
+    return this._exit.status;
+  }
+
   /** Stop the server (SIGTERM to prebind, which forwards it, SIGKILL after
    * stopTimeout) and resolve to prebind's exit status. Rejects with
    * ServerExited, prebind's messages and the output, if the server had

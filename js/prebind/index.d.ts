@@ -68,6 +68,8 @@ export declare class Server {
   readonly exitStatus: number | null;
   /** What prebind and the server wrote to stdout and stderr so far (the last 1 MiB). */
   output(): string;
+  /** Resolves to prebind's exit status once it has exited. */
+  wait(): Promise<number>;
   /** Stop the server; resolves to prebind's exit status; rejects with ServerExited if it had died. */
   stop(): Promise<number>;
   [Symbol.asyncDispose](): Promise<number>;
