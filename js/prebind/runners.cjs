@@ -93,6 +93,44 @@ function prebindGlobalSetup(command, options = {}, key = 'prebind') {
   };
 }
 
+function workerVariable(name, what, id) {
+  return `${envName(name).toUpperCase()}_${what}_${id}`;
+}
+
+/** Jest's globalSetup: one server per worker, all started before the
+ * workers (which inherit their addresses in the environment); a test reads
+ * its worker's with workerServer(). globalTeardown: stopPrebindWorkers(). */
+function prebindWorkers(command, options = {}, name = 'prebind') {
+  return async (globalConfig) => {
+    const count = Math.max(1, globalConfig.maxWorkers || 1);
+    const servers = await Promise.all(Array.from({ length: count }, () => prebind.start(command, options)));
+    servers.forEach((server, i) => {
+      process.env[workerVariable(name, 'URL', i + 1)] = server.url;
+      process.env[workerVariable(name, 'PID', i + 1)] = String(server.pid);
+    });
+    // globalSetup and globalTeardown share the main process's globals.
+    globalThis[Symbol.for(`prebind.workers.${name}`)] = servers;
+  };
+}
+
+function stopPrebindWorkers(name = 'prebind') {
+  return async () => {
+    const servers = globalThis[Symbol.for(`prebind.workers.${name}`)] || [];
+    await Promise.all(servers.map((server) => server.stop()));
+  };
+}
+
+/** This Jest worker's server of prebindWorkers(): {url, host, port, pid}. */
+function workerServer(name = 'prebind') {
+  const id = process.env.JEST_WORKER_ID || '1';
+  const url = process.env[workerVariable(name, 'URL', id)];
+  if (!url) {
+    throw new prebind.PrebindError(`no server for Jest worker ${id}: globalSetup must export prebindWorkers(command), globalTeardown stopPrebindWorkers()`);
+  }
+  const { hostname, port } = new URL(url);
+  return { url, host: hostname, port: Number(port), pid: Number(process.env[workerVariable(name, 'PID', id)]) };
+}
+
 function envName(name) {
   return name.toLowerCase().replace(/[^a-z0-9_]/g, '_');
 }
@@ -130,4 +168,14 @@ function prebindWebServer({ command, name = 'prebind', ...options }) {
   };
 }
 
-module.exports = { prebindFixture, prebindTest, usePrebind, prebindGlobalSetup, prebindWebServer, lateServer };
+module.exports = {
+  prebindFixture,
+  prebindTest,
+  usePrebind,
+  prebindGlobalSetup,
+  prebindWorkers,
+  stopPrebindWorkers,
+  workerServer,
+  prebindWebServer,
+  lateServer,
+};

@@ -29,6 +29,12 @@ export declare function prebindGlobalSetup(
   options?: Options,
   key?: string,
 ): (context: { provide: (key: string, value: ProvidedServer) => void }) => Promise<() => Promise<number>>;
+/** Jest's globalSetup: one server per worker (globalConfig.maxWorkers), started before the workers. */
+export declare function prebindWorkers(command: string[], options?: Options, name?: string): (globalConfig: { maxWorkers: number }) => Promise<void>;
+/** Jest's globalTeardown of prebindWorkers(). */
+export declare function stopPrebindWorkers(name?: string): () => Promise<void>;
+/** This Jest worker's server of prebindWorkers() (JEST_WORKER_ID). */
+export declare function workerServer(name?: string): { url: string; host: string; port: number; pid: number };
 /** Playwright's webServer entry: sets process.env.PREBIND_URL and PREBIND_PORT (NAME_URL with `name`) for the workers. */
 export declare function prebindWebServer(options: Options & { command: string[]; name?: string }): {
   command: string;
