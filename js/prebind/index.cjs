@@ -444,7 +444,7 @@ async function start(command, options = {}) {
       if ((await within(exit.done, GRACE)) === 'timeout') child.kill('SIGKILL');
       await within(exit.done, GRACE);
     }
-    await exit.flushed;
+    await within(exit.flushed, GRACE);
     // After our own SIGTERM the status says nothing about the failure.
     throw new StartError(headline, argv, ourStop ? null : exit.status, output.tail());
   };
