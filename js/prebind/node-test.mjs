@@ -1,0 +1,3 @@
+import nodeTest from './node-test.cjs';
+
+export const { usePrebind } = nodeTest;

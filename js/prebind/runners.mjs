@@ -1,0 +1,3 @@
+import runners from './runners.cjs';
+
+export const { prebindFixture, prebindTest, usePrebind, prebindGlobalSetup, prebindWorkers, stopPrebindWorkers, workerServer, prebindWebServer } = runners;

@@ -1,0 +1,1 @@
+module.exports = { rootDir: '..', testMatch: ['<rootDir>/failures/*.test.js'] };

@@ -1,0 +1,3 @@
+const { stopPrebindWorkers } = require('prebind/jest');
+
+module.exports = stopPrebindWorkers();

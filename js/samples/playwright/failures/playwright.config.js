@@ -1,0 +1,3 @@
+import { defineConfig } from '@playwright/test';
+
+export default defineConfig({ testDir: '.' });

@@ -1,0 +1,3 @@
+import { prebindGlobalSetup } from 'prebind/vitest';
+
+export default prebindGlobalSetup(['node', 'server.js']);
