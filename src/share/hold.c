@@ -203,7 +203,7 @@ int share_query(const struct share_options *o) {
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (share_paths(o->name, &paths) < 0)
+        if (share_paths(o->name, false, &paths) < 0)
                 return EXIT_PREBIND_FAILED;
         r = share_connect(paths.sock, &fd);
         share_paths_done(&paths);

@@ -13,8 +13,10 @@
 /* --share=NAME: one server for every caller with the same NAME (issue 23).
  *
  * The name is a SOCK_SEQPACKET unix socket NAME.sock in a directory only
- * its user can enter ($XDG_RUNTIME_DIR/prebind, else /tmp/prebind-UID,
- * 0700), beside NAME.lock (the claim: flock(2), so callers that arrive
+ * its user can enter (PARENT/prebind, 0700, kept once made, in a PARENT
+ * nobody else can write: $XDG_RUNTIME_DIR, /run/user/UID, /run for root,
+ * $HOME/.cache; never /tmp, where anyone could make it first), beside
+ * NAME.lock (the claim: flock(2), so callers that arrive
  * together start one server) and NAME.log (the server's output). The
  * first caller forks a detached supervisor (its own session, stdio on
  * NAME.log) that runs the job as prebind always does and serves the
