@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fd.h"
+#include "guard.h"
 #include "log.h"
 #include "macro.h"
 #include "share-internal.h"
@@ -454,6 +455,14 @@ void share_free(struct share *s) {
 
 void share_freep(struct share **s) {
         share_free(*s);
+}
+
+void share_guard(const struct share *s, struct guard *guard) {
+        guard_file_created_at(guard, GUARD_FILE_SOCKET, s->paths.sock, s->sock_dev, s->sock_ino);
+        if (s->log_fd >= 0)
+                guard_file_created(guard, GUARD_FILE_REGULAR, s->paths.log, s->log_fd);
+        if (s->lock_fd >= 0)
+                guard_file_created(guard, GUARD_FILE_LOCK, s->paths.lock, s->lock_fd);
 }
 
 /* Under the lock: NAME.sock no longer leads here, so the next caller

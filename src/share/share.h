@@ -23,7 +23,8 @@
  * socket; every caller, the first too, is then a holder: one connection
  * to that supervisor, held until the holder's lifetime ends. The last
  * connection gone, the supervisor waits --share-linger, stops COMMAND and
- * removes the three files; a COMMAND that ends is reported to every
+ * removes the three files (its guard does, if it is killed); a COMMAND
+ * that ends is reported to every
  * holder, which exits with its status. */
 struct share;
 
@@ -65,6 +66,11 @@ int share_hold(struct share *share, const struct publish_options *publish);
 
 /* --share=NAME --status and --stop. Returns prebind's exit status. */
 int share_query(const struct share_options *options);
+
+/* The supervisor's guard (guard.h; NULL: none) takes back NAME.sock,
+ * NAME.log and NAME.lock if the supervisor is killed, under the lock as
+ * the supervisor would. */
+void share_guard(const struct share *share, struct guard *guard);
 
 /* The supervisor's side, for the supervisor: serve the socket on the
  * loop; stop() is called once no holder is left after --share-linger, or

@@ -194,6 +194,49 @@ def test_kill_9_of_the_whole_test_run_leaves_nothing(tmp_path, runtime):
     assert len(pids(runtime)) == 1
 
 
+TRIALS = 50
+# Ready (--ready-log=^ready$) once its pid is written.
+SLEEPER = ["--ready-log=^ready$", "--", "sh", "-c", 'echo $$ >> "$PIDS"; echo ready; exec sleep 100']
+
+
+def test_kill_9_of_a_holder_leaves_no_port_file(tmp_path, runtime):
+    """Counted over 50 runs: a holder's guard removes its port file."""
+    keeper = holder(["--share=web", "--print", *SLEEPER], runtime)
+    left = []
+    try:
+        first_line(keeper)
+        for i in range(TRIALS):
+            port_file = tmp_path / f"port-{i}"
+            h = holder(["--share=web", f"--port-file={port_file}", *SLEEPER], runtime)
+            assert wait_for(port_file.exists), h.stderr.read()
+            h.kill()
+            h.wait(timeout=TIMEOUT)
+            if not wait_for(lambda: not port_file.exists(), timeout=5):
+                left.append(port_file.name)
+    finally:
+        keeper.terminate()
+        keeper.wait(timeout=TIMEOUT)
+    assert left == [], f"{len(left)} of {TRIALS} port files left"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("port-")] == []
+
+
+def test_kill_9_of_the_supervisor_leaves_nothing(runtime):
+    """Counted over 50 runs: the supervisor's guard stops COMMAND and
+    removes NAME.sock, NAME.log and NAME.lock, not the next caller."""
+    left = []
+    for i in range(TRIALS):
+        h = holder(["--share=web", "--print", *SLEEPER], runtime)
+        first_line(h)
+        supervisor = supervisor_pid(runtime, "web")
+        os.kill(supervisor, signal.SIGKILL)
+        assert h.wait(timeout=TIMEOUT) == 125
+        if not wait_for(lambda: not leftovers(runtime), timeout=5):
+            left.append(leftovers(runtime))
+    assert left == [], f"files left in {len(left)} of {TRIALS} runs: {left[:3]}"
+    assert wait_for(lambda: not any(pid_alive(p) for p in pids(runtime)))
+    assert len(pids(runtime)) == TRIALS
+
+
 # --------------------------------------------------------------- callers
 
 def test_sixteen_callers_at_the_same_instant_start_one_server(tmp_path, runtime):
