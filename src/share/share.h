@@ -16,16 +16,15 @@
  * its user can enter (PARENT/prebind, 0700, kept once made, in a PARENT
  * nobody else can write: $XDG_RUNTIME_DIR, /run/user/UID, /run for root,
  * $HOME/.cache; never /tmp, where anyone could make it first), beside
- * NAME.lock (the claim: flock(2), so callers that arrive
- * together start one server) and NAME.log (the server's output). The
+ * NAME.lock (the claim: flock(2), so callers that arrive together start
+ * one server) and NAME.log (the server's output). The
  * first caller forks a detached supervisor (its own session, stdio on
  * NAME.log) that runs the job as prebind always does and serves the
  * socket; every caller, the first too, is then a holder: one connection
  * to that supervisor, held until the holder's lifetime ends. The last
  * connection gone, the supervisor waits --share-linger, stops COMMAND and
  * removes the three files (its guard does, if it is killed); a COMMAND
- * that ends is reported to every
- * holder, which exits with its status. */
+ * that ends is reported to every holder, which exits with its status. */
 struct share;
 
 /* --share=NAME: what this call does with the shared server. */
