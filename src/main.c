@@ -83,6 +83,7 @@ static int run_shared(const struct config *config) {
         served = shared_server_config(config);
         r = job_setup(&served, &job);
         job.share = share;
+        share_guard(share, job.guard);
         if (r >= 0)
                 r = run_job(&job, &outcome);
         status = job_exit_status(&served, r, &outcome);

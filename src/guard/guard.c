@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -29,6 +30,9 @@
 /* While COMMAND has its grace, how often the guard looks whether it (and
  * its group, for which there is no event) is gone. */
 #define GUARD_POLL_MS 10
+/* How long the guard waits for a lock file (GUARD_FILE_LOCK) that
+ * another process holds. */
+#define LOCK_WAIT_USEC (2 * USEC_PER_SEC)
 
 enum guard_request {
         GUARD_WATCH = 1, /* pid, group; COMMAND's pidfd attached, if it has one */
@@ -275,6 +279,61 @@ static void file_remove(const struct guarded_file *f, bool expected) {
                 (void) unlink(f->path);
 }
 
+/* The lock files, taken: prebind may have died holding one (then the
+ * guard's copy of its open file holds it still, and takes it at once).
+ * Bounded: a caller stopped while holding one must not keep COMMAND
+ * running; past the bound the files are left to the next caller. */
+static bool lock_files(const struct guard_state *st) {
+        uint64_t deadline = now_usec() + LOCK_WAIT_USEC;
+
+        for (size_t i = 0; i < st->n_files; i++) {
+                const struct guarded_file *f = &st->files[i];
+
+                if (f->kind != GUARD_FILE_LOCK || f->fd < 0)
+                        continue;
+                while (flock(f->fd, LOCK_EX | LOCK_NB) < 0) {
+                        if ((errno != EWOULDBLOCK && errno != EINTR) || now_usec() >= deadline)
+                                return false;
+                        (void) poll(NULL, 0, GUARD_POLL_MS);
+                }
+        }
+        return true;
+}
+
+/* Under the locks, the other files gone: a lock file goes only if no
+ * socket file it guards is there (a new owner's would be, claimed
+ * under this very lock file). */
+static void remove_lock_files(const struct guard_state *st) {
+        struct stat there;
+
+        for (size_t i = 0; i < st->n_files; i++)
+                if (st->files[i].kind == GUARD_FILE_SOCKET && lstat(st->files[i].path, &there) == 0)
+                        return;
+        for (size_t i = 0; i < st->n_files; i++)
+                if (st->files[i].kind == GUARD_FILE_LOCK)
+                        file_remove(&st->files[i], false);
+}
+
+/* What prebind made goes at once: no client finds the address of a
+ * server that is stopping. Under the lock files, if any. */
+static void remove_files(const struct guard_state *st) {
+        bool locked = lock_files(st);
+
+        for (size_t i = 0; i < st->n_files; i++) {
+                enum guard_file_kind kind = st->files[i].kind;
+
+                /* Without the lock, a socket file is left to the next
+                 * caller, who replaces a stale one under it. */
+                if (kind == GUARD_FILE_REGULAR || (kind == GUARD_FILE_SOCKET && locked))
+                        file_remove(&st->files[i], false);
+        }
+        if (locked)
+                remove_lock_files(st);
+        for (size_t i = 0; i < st->n_files; i++)
+                if (st->files[i].kind == GUARD_FILE_LOCK && st->files[i].fd >= 0)
+                        (void) flock(st->files[i].fd, LOCK_UN);
+}
+
 /* prebind is dead: stop COMMAND and take back what prebind published. */
 static void prebind_died(struct guard_state *st) {
         uint64_t deadline = now_usec() + st->grace_usec;
@@ -289,10 +348,7 @@ static void prebind_died(struct guard_state *st) {
                 if (w->group)
                         signal_command(w, SIGCONT);
         }
-        /* What prebind made goes at once: no client finds the address
-         * of a server that is stopping. */
-        for (size_t i = 0; i < st->n_files; i++)
-                file_remove(&st->files[i], false);
+        remove_files(st);
         wait_or_kill_commands(st, deadline);
         /* After COMMAND: an expected socket file is judged by whether
          * anyone still listens on it. */

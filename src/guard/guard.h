@@ -32,6 +32,12 @@ struct guard;
 enum guard_file_kind {
         GUARD_FILE_REGULAR, /* the port file, and its temporary name */
         GUARD_FILE_SOCKET,  /* a unix socket file */
+        /* A flock(2) lock file under which prebind's socket files are
+         * made and removed by everyone who uses them (--share's claim):
+         * the guard takes the lock before it removes anything, and
+         * removes the lock file last, only once none of the socket files
+         * it guards is there any more (else another one's claim is it). */
+        GUARD_FILE_LOCK,
 };
 
 /* Start a guard. command_name is for its message; grace_usec how long

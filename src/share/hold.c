@@ -12,6 +12,7 @@
 
 #include "exitcode.h"
 #include "format.h"
+#include "guard.h"
 #include "log.h"
 #include "macro.h"
 #include "notify.h"
@@ -79,7 +80,7 @@ static void log_ended(const char *name, const struct share_message *m) {
 /* One message from the supervisor. Returns 1 to go on holding, or the
  * exit status. */
 static int on_message(const struct share *s, const struct share_message *m, const struct publish_options *publish,
-                      bool *published, struct publication *publication) {
+                      struct guard *guard, bool *published, struct publication *publication) {
         const char *name = s->options.name;
         struct bound_socket sockets[SHARE_SOCKETS_MAX];
 
@@ -89,7 +90,7 @@ static int on_message(const struct share *s, const struct share_message *m, cons
                         return 1;
                 share_wire_to_sockets(m->sockets, m->head.n_sockets, sockets);
                 if (publish_addresses(publish, sockets, m->head.n_sockets, (pid_t) m->head.pid,
-                                      (pid_t) m->head.child_pid, NULL, publication) < 0)
+                                      (pid_t) m->head.child_pid, guard, publication) < 0)
                         return EXIT_PREBIND_FAILED;
                 *published = true;
                 /* As a prebind that runs the server itself tells its manager. */
@@ -108,7 +109,7 @@ static int on_message(const struct share *s, const struct share_message *m, cons
         }
 }
 
-static int hold_loop(struct share *s, int signal_fd, const struct publish_options *publish,
+static int hold_loop(struct share *s, int signal_fd, const struct publish_options *publish, struct guard *guard,
                      struct publication *publication) {
         struct pollfd fds[3] = {
                 { .fd = s->conn_fd, .events = POLLIN },
@@ -137,37 +138,66 @@ static int hold_loop(struct share *s, int signal_fd, const struct publish_option
                                   r == 0 ? "" : " (a message it sent cannot be read)");
                         return EXIT_PREBIND_FAILED;
                 }
-                r = on_message(s, &m, publish, &published, publication);
+                r = on_message(s, &m, publish, guard, &published, publication);
                 share_message_done(&m);
                 if (r != 1)
                         return r;
         }
 }
 
-int share_hold(struct share *s, const struct publish_options *publish) {
-        struct share_wire hold = { .kind = SHARE_HOLD };
-        struct publication publication = { .port_file_fd = -1 };
-        _cleanup_close_ int signal_fd = hold_signals();
-        int r, status;
+/* A holder that publishes a port file has a guard (guard.h) of its own:
+ * killed with SIGKILL, it would leave the file naming a server that may
+ * be gone, or another's once the port is reused. */
+static int start_guard(const struct share *s, const struct publish_options *publish, struct guard **ret) {
+        int r;
 
-        if (signal_fd < 0) {
-                log_error_errno(signal_fd, "--share: cannot block signals: %m");
-                return EXIT_PREBIND_FAILED;
-        }
-        r = tie_to_parent();
-        if (r == -ESRCH)
+        *ret = NULL;
+        if (!publish->port_file)
                 return 0;
+        r = guard_start(s->options.name, 0, ret);
         if (r < 0)
-                return EXIT_PREBIND_FAILED;
-        r = share_send(s->conn_fd, &hold, NULL, s->description);
+                return log_error_errno(r,
+                                       "--share=%s: cannot start the guard that removes the port file if "
+                                       "prebind is killed: %m",
+                                       s->options.name);
+        return 0;
+}
+
+static int attach(struct share *s, int signal_fd, const struct publish_options *publish, struct guard *guard,
+                  struct publication *publication) {
+        struct share_wire hold = { .kind = SHARE_HOLD };
+        int r = share_send(s->conn_fd, &hold, NULL, s->description);
+
         /* A supervisor that ended at once (it could not bind) closed the
          * connection already: its SHARE_ENDED is still there to read. */
         if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
                 log_error_errno(r, "--share=%s: cannot attach: %m", s->options.name);
                 return EXIT_PREBIND_FAILED;
         }
-        status = hold_loop(s, signal_fd, publish, &publication);
+        return hold_loop(s, signal_fd, publish, guard, publication);
+}
+
+int share_hold(struct share *s, const struct publish_options *publish) {
+        struct publication publication = { .port_file_fd = -1 };
+        _cleanup_close_ int signal_fd = hold_signals();
+        struct guard *guard = NULL;
+        int r, status;
+
+        if (signal_fd < 0) {
+                log_error_errno(signal_fd, "--share: cannot block signals: %m");
+                return EXIT_PREBIND_FAILED;
+        }
+        if (start_guard(s, publish, &guard) < 0)
+                return EXIT_PREBIND_FAILED;
+        r = tie_to_parent();
+        if (r == -ESRCH)
+                status = 0;
+        else if (r < 0)
+                status = EXIT_PREBIND_FAILED;
+        else
+                status = attach(s, signal_fd, publish, guard, &publication);
         publication_withdraw(&publication);
+        guard_free(guard);
         return status;
 }
 
@@ -203,7 +233,7 @@ int share_query(const struct share_options *o) {
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (share_paths(o->name, &paths) < 0)
+        if (share_paths(o->name, false, &paths) < 0)
                 return EXIT_PREBIND_FAILED;
         r = share_connect(paths.sock, &fd);
         share_paths_done(&paths);

@@ -11,7 +11,7 @@
 #include "wire.h"
 
 struct share_paths {
-        char *dir;  /* $XDG_RUNTIME_DIR/prebind or /tmp/prebind-UID, 0700 */
+        char *dir;  /* PARENT/prebind, 0700: share_paths() says which PARENT */
         char *sock; /* DIR/NAME.sock */
         char *lock; /* DIR/NAME.lock */
         char *log;  /* DIR/NAME.log */
@@ -68,7 +68,8 @@ struct share {
         size_t n_sockets;
 };
 
-int share_paths(const char *name, struct share_paths *ret);
+/* NAME's paths; with create, the directory is made (and kept). */
+int share_paths(const char *name, bool create, struct share_paths *ret);
 void share_paths_done(struct share_paths *p);
 /* Connect to NAME.sock and check that the supervisor is this user. */
 int share_connect(const char *path, int *ret);

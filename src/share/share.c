@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fd.h"
+#include "guard.h"
 #include "log.h"
 #include "macro.h"
 #include "share-internal.h"
@@ -36,52 +37,103 @@ bool share_name_is_valid(const char *name) {
         return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
 }
 
-/* The directory: $XDG_RUNTIME_DIR/prebind when XDG_RUNTIME_DIR is the
- * caller's own (pam_systemd makes it 0700), else /tmp/prebind-UID. It
- * must be a real directory (lstat: no symlink followed) of the caller's
- * with no access for anyone else, or nobody else could be kept from
- * squatting the name or connecting to it. */
-static int share_directory(char **ret) {
+/* A parent of the share directory: a real directory (lstat: no symlink
+ * that someone could point elsewhere) of the caller's that nobody else
+ * may write. Then nobody else can make the share directory in it before
+ * the caller does, or rename it away: under /tmp any local user could
+ * make /tmp/prebind-UID first, and the caller's --share would fail. */
+static bool only_ours(const char *path, uid_t uid) {
+        struct stat st;
+
+        return path && path[0] == '/' && lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+               (st.st_mode & 022) == 0;
+}
+
+/* $HOME/.cache, when $HOME is the caller's alone: made if asked to (a
+ * query makes nothing: without it, no server runs). */
+static bool home_cache(const char *cache, bool create, uid_t uid) {
+        struct stat st;
+
+        if (!only_ours(getenv("HOME"), uid))
+                return false;
+        if (create)
+                (void) mkdir(cache, 0700);
+        else if (lstat(cache, &st) < 0 && errno == ENOENT)
+                return true;
+        return only_ours(cache, uid);
+}
+
+/* Where the share directory lives (prebind(1), SHARING): in the first of
+ * $XDG_RUNTIME_DIR, /run/user/UID (a login session's, also when the
+ * variable was not passed on), /run for root, and $HOME/.cache that is
+ * the caller's alone. Never under /tmp. */
+static int share_parent(bool create, char **ret) {
         const char *xdg = getenv("XDG_RUNTIME_DIR");
-        _cleanup_free_ char *dir = NULL;
+        uid_t uid = geteuid();
+        _cleanup_free_ char *run_user = NULL, *cache = NULL;
+
+        if (asprintf(&run_user, "/run/user/%u", (unsigned) uid) < 0 ||
+            asprintf(&cache, "%s/.cache", getenv("HOME") ?: "") < 0)
+                return log_oom();
+        if (only_ours(xdg, uid))
+                *ret = strdup(xdg);
+        else if (only_ours(run_user, uid))
+                *ret = TAKE_PTR(run_user);
+        else if (uid == 0 && only_ours("/run", uid))
+                *ret = strdup("/run");
+        else if (home_cache(cache, create, uid))
+                *ret = TAKE_PTR(cache);
+        else {
+                log_error("--share: no directory that only uid %u can write ($XDG_RUNTIME_DIR, /run/user/%u, "
+                          "$HOME/.cache): set XDG_RUNTIME_DIR to one",
+                          (unsigned) uid, (unsigned) uid);
+                return -EPERM;
+        }
+        return *ret ? 0 : log_oom();
+}
+
+/* PARENT/prebind, made with mode 0700 when create, and never removed:
+ * another caller may be about to use it. Made by us or not, it must be
+ * a real directory of the caller's with no access for anyone else (root
+ * could have made it for us wrongly; a symlink would lead elsewhere). */
+static int share_directory(const char *dir, bool create) {
         struct stat st;
         uid_t uid = geteuid();
 
-        if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid) {
-                if (asprintf(&dir, "%s/prebind", xdg) < 0)
-                        return log_oom();
-        } else if (asprintf(&dir, "/tmp/prebind-%u", (unsigned) uid) < 0)
-                return log_oom();
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "--share: cannot create '%s': %m", dir);
-        if (lstat(dir, &st) < 0)
+        if (lstat(dir, &st) < 0) {
+                if (errno == ENOENT && !create)
+                        return 0; /* nothing shared yet */
                 return log_error_errno(errno, "--share: cannot read '%s': %m", dir);
+        }
         if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077) != 0) {
                 log_error("--share: '%s' is not a directory of uid %u with mode 0700 (another user's, or a "
                           "symlink): refusing to share through it",
                           dir, (unsigned) uid);
                 return -EPERM;
         }
-        *ret = TAKE_PTR(dir);
         return 0;
 }
 
-/* DIR/NAME.SUFFIX, or NULL when out of memory. */
+/* DIR/NAME.SUFFIX (DIR/NAME without a suffix), or NULL when out of memory. */
 static char *path_in(const char *dir, const char *name, const char *suffix) {
         char *path;
 
-        return asprintf(&path, "%s/%s.%s", dir, name, suffix) < 0 ? NULL : path;
+        return asprintf(&path, "%s/%s%s%s", dir, name, suffix ? "." : "", suffix ?: "") < 0 ? NULL : path;
 }
 
-int share_paths(const char *name, struct share_paths *ret) {
+int share_paths(const char *name, bool create, struct share_paths *ret) {
+        _cleanup_free_ char *parent = NULL;
         struct share_paths p = {};
-        int r = share_directory(&p.dir);
+        int r = share_parent(create, &parent);
 
         if (r < 0)
                 return r;
-        p.sock = path_in(p.dir, name, "sock");
-        p.lock = path_in(p.dir, name, "lock");
-        p.log = path_in(p.dir, name, "log");
+        p.dir = path_in(parent, "prebind", NULL);
+        p.sock = p.dir ? path_in(p.dir, name, "sock") : NULL;
+        p.lock = p.dir ? path_in(p.dir, name, "lock") : NULL;
+        p.log = p.dir ? path_in(p.dir, name, "log") : NULL;
         if (!p.sock || !p.lock || !p.log) {
                 share_paths_done(&p);
                 /* Not "return log_oom()": the analyzer cannot see that it
@@ -89,10 +141,15 @@ int share_paths(const char *name, struct share_paths *ret) {
                 log_oom();
                 return -ENOMEM;
         }
+        /* Before the directory is made: a name refused leaves nothing. */
         if (strlen(p.sock) >= sizeof(((struct sockaddr_un *) NULL)->sun_path)) {
                 log_error("--share: '%s' is too long for a unix socket path", p.sock);
                 share_paths_done(&p);
                 return -ENAMETOOLONG;
+        }
+        if ((r = share_directory(p.dir, create)) < 0) {
+                share_paths_done(&p);
+                return r;
         }
         *ret = p;
         return 0;
@@ -336,7 +393,7 @@ int share_enter(const struct share_options *options, const char *description, st
                 _cleanup_close_ int lock_fd = -EBADF;
 
                 share_paths_done(&s->paths);
-                if ((r = share_paths(options->name, &s->paths)) < 0)
+                if ((r = share_paths(options->name, true, &s->paths)) < 0)
                         return r;
                 r = lock_name(&s->paths, &lock_fd);
                 if (r < 0)
@@ -400,6 +457,14 @@ void share_freep(struct share **s) {
         share_free(*s);
 }
 
+void share_guard(const struct share *s, struct guard *guard) {
+        guard_file_created_at(guard, GUARD_FILE_SOCKET, s->paths.sock, s->sock_dev, s->sock_ino);
+        if (s->log_fd >= 0)
+                guard_file_created(guard, GUARD_FILE_REGULAR, s->paths.log, s->log_fd);
+        if (s->lock_fd >= 0)
+                guard_file_created(guard, GUARD_FILE_LOCK, s->paths.lock, s->lock_fd);
+}
+
 /* Under the lock: NAME.sock no longer leads here, so the next caller
  * starts a new server. Only our own file is removed (a new supervisor's
  * may be there already). */
@@ -451,10 +516,10 @@ void share_finish(struct share *s, int status) {
         if (lstat(s->paths.log, &st) == 0 && st.st_dev == s->log_dev && st.st_ino == s->log_ino)
                 unlink(s->paths.log);
         /* The lock file goes only with no server under the name: a new
-         * supervisor's claim must stay the one every caller locks. */
-        if (lstat(s->paths.sock, &st) < 0 && errno == ENOENT) {
+         * supervisor's claim must stay the one every caller locks. The
+         * directory stays: made again, it could be made by another user
+         * first where its parent lets them. */
+        if (lstat(s->paths.sock, &st) < 0 && errno == ENOENT)
                 unlink(s->paths.lock);
-                (void) rmdir(s->paths.dir);
-        }
         share_unlock(s);
 }

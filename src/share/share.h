@@ -13,16 +13,18 @@
 /* --share=NAME: one server for every caller with the same NAME (issue 23).
  *
  * The name is a SOCK_SEQPACKET unix socket NAME.sock in a directory only
- * its user can enter ($XDG_RUNTIME_DIR/prebind, else /tmp/prebind-UID,
- * 0700), beside NAME.lock (the claim: flock(2), so callers that arrive
- * together start one server) and NAME.log (the server's output). The
+ * its user can enter (PARENT/prebind, 0700, kept once made, in a PARENT
+ * nobody else can write: $XDG_RUNTIME_DIR, /run/user/UID, /run for root,
+ * $HOME/.cache; never /tmp, where anyone could make it first), beside
+ * NAME.lock (the claim: flock(2), so callers that arrive together start
+ * one server) and NAME.log (the server's output). The
  * first caller forks a detached supervisor (its own session, stdio on
  * NAME.log) that runs the job as prebind always does and serves the
  * socket; every caller, the first too, is then a holder: one connection
  * to that supervisor, held until the holder's lifetime ends. The last
  * connection gone, the supervisor waits --share-linger, stops COMMAND and
- * removes the three files; a COMMAND that ends is reported to every
- * holder, which exits with its status. */
+ * removes the three files (its guard does, if it is killed); a COMMAND
+ * that ends is reported to every holder, which exits with its status. */
 struct share;
 
 /* --share=NAME: what this call does with the shared server. */
@@ -63,6 +65,11 @@ int share_hold(struct share *share, const struct publish_options *publish);
 
 /* --share=NAME --status and --stop. Returns prebind's exit status. */
 int share_query(const struct share_options *options);
+
+/* The supervisor's guard (guard.h; NULL: none) takes back NAME.sock,
+ * NAME.log and NAME.lock if the supervisor is killed, under the lock as
+ * the supervisor would. */
+void share_guard(const struct share *share, struct guard *guard);
 
 /* The supervisor's side, for the supervisor: serve the socket on the
  * loop; stop() is called once no holder is left after --share-linger, or

@@ -127,7 +127,9 @@ int config_describe(const struct config *c, char **ret) {
 
         if (!f)
                 return -ENOMEM;
-        for (size_t i = 0; !c->listen_default && i < c->n_listens; i++)
+        /* No -l is the default socket, as -l 0 spells it: described as
+         * one too, so that the two agree. */
+        for (size_t i = 0; i < c->n_listens; i++)
                 put_listen(f, &c->listens[i]);
         if (c->socket_options.backlog != SOMAXCONN) {
                 snprintf(value, sizeof value, "%d", c->socket_options.backlog);

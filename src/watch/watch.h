@@ -12,8 +12,11 @@
  * the path that changed last. Directories are watched recursively, new
  * subdirectories as they appear (and scanned: a file made before the
  * watch was added counts); a file is watched through its directory,
- * filtered by name, so that an editor's rename over it is seen. Names that
- * rules.h ignores do not count. */
+ * filtered by name, so that an editor's rename over it is seen. A path is
+ * followed, not the inode it first led to: its name in its parent and
+ * each symbolic link's on the way are watched too, and a change of one of
+ * them (a directory renamed and made anew, a ..data swap) is a change and
+ * watches the path anew. Names that rules.h ignores do not count. */
 struct watch;
 
 struct watch_options {

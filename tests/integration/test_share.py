@@ -194,6 +194,49 @@ def test_kill_9_of_the_whole_test_run_leaves_nothing(tmp_path, runtime):
     assert len(pids(runtime)) == 1
 
 
+TRIALS = 50
+# Ready (--ready-log=^ready$) once its pid is written.
+SLEEPER = ["--ready-log=^ready$", "--", "sh", "-c", 'echo $$ >> "$PIDS"; echo ready; exec sleep 100']
+
+
+def test_kill_9_of_a_holder_leaves_no_port_file(tmp_path, runtime):
+    """Counted over 50 runs: a holder's guard removes its port file."""
+    keeper = holder(["--share=web", "--print", *SLEEPER], runtime)
+    left = []
+    try:
+        first_line(keeper)
+        for i in range(TRIALS):
+            port_file = tmp_path / f"port-{i}"
+            h = holder(["--share=web", f"--port-file={port_file}", *SLEEPER], runtime)
+            assert wait_for(port_file.exists), h.stderr.read()
+            h.kill()
+            h.wait(timeout=TIMEOUT)
+            if not wait_for(lambda: not port_file.exists(), timeout=5):
+                left.append(port_file.name)
+    finally:
+        keeper.terminate()
+        keeper.wait(timeout=TIMEOUT)
+    assert left == [], f"{len(left)} of {TRIALS} port files left"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("port-")] == []
+
+
+def test_kill_9_of_the_supervisor_leaves_nothing(runtime):
+    """Counted over 50 runs: the supervisor's guard stops COMMAND and
+    removes NAME.sock, NAME.log and NAME.lock, not the next caller."""
+    left = []
+    for i in range(TRIALS):
+        h = holder(["--share=web", "--print", *SLEEPER], runtime)
+        first_line(h)
+        supervisor = supervisor_pid(runtime, "web")
+        os.kill(supervisor, signal.SIGKILL)
+        assert h.wait(timeout=TIMEOUT) == 125
+        if not wait_for(lambda: not leftovers(runtime), timeout=5):
+            left.append(leftovers(runtime))
+    assert left == [], f"files left in {len(left)} of {TRIALS} runs: {left[:3]}"
+    assert wait_for(lambda: not any(pid_alive(p) for p in pids(runtime)))
+    assert len(pids(runtime)) == TRIALS
+
+
 # --------------------------------------------------------------- callers
 
 def test_sixteen_callers_at_the_same_instant_start_one_server(tmp_path, runtime):
@@ -298,6 +341,22 @@ def test_another_command_under_the_same_name_is_refused(runtime):
         a.wait(timeout=TIMEOUT)
 
 
+def test_equal_sockets_spelled_differently_are_one_server(runtime):
+    # prebind(1): no -l, -l 0 and -l 127.0.0.1:0 are one socket.
+    callers = [holder(["--share=web", *spelling, "--print", "--", *HTTP], runtime)
+               for spelling in ([], ["-l", "0"], ["-l", "127.0.0.1:0"], ["--listen=tcp:localhost:0"])]
+    try:
+        addresses = [first_line(c) for c in callers]
+        assert len(set(addresses)) == 1 and addresses[0], [c.stderr.read() for c in callers if c.poll()]
+        # Published once the socket listens: the pid may come a moment later.
+        assert wait_for(lambda: pids(runtime)), "the server never wrote its pid"
+        assert len(pids(runtime)) == 1
+    finally:
+        for c in callers:
+            c.terminate()
+            c.wait(timeout=TIMEOUT)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--share=a/b", "--", "true"], "--share: 'a/b': expected a name"),
     (["--share=.hidden", "--", "true"], "--share: '.hidden': expected a name"),
@@ -333,13 +392,18 @@ except OSError as e:
 """
 
 
-def test_another_user_can_neither_attach_nor_squat(as_nobody):
-    # Root's names under /tmp/prebind-0 (no XDG_RUNTIME_DIR), as a CI
-    # runner has them; nobody's are its own.
-    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
-    env["PIDS"] = "/dev/null"
+def nobody_runtime():
+    """An XDG_RUNTIME_DIR of nobody's own (0700), as a login session has."""
+    directory = tempfile.mkdtemp(prefix="pbn-")
+    os.chown(directory, NOBODY, NOBODY)
+    return directory
+
+
+def test_another_user_can_neither_attach_nor_squat(runtime, as_nobody):
+    env = dict(runtime, PIDS="/dev/null")
     name = f"sq{os.getpid()}"
-    mine = f"/tmp/prebind-{os.geteuid()}"
+    mine = share_dir(runtime)
+    theirs_dir = nobody_runtime()
     a = holder([f"--share={name}", "--print", "--", *HTTP], env)
     try:
         port = first_line(a)
@@ -350,9 +414,9 @@ def test_another_user_can_neither_attach_nor_squat(as_nobody):
                              timeout=TIMEOUT, **as_nobody)
         assert out.stdout.strip() == "PermissionError", out
         # The same name as nobody is nobody's own server, not root's.
-        theirs = subprocess.Popen([public_prebind(), f"--share={name}", "--print", "--", *HTTP], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  stdin=subprocess.DEVNULL, **as_nobody)
+        theirs = subprocess.Popen([public_prebind(), f"--share={name}", "--print", "--", *HTTP],
+                                  env=dict(env, XDG_RUNTIME_DIR=theirs_dir), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, **as_nobody)
         try:
             assert first_line(theirs) != port
         finally:
@@ -361,31 +425,105 @@ def test_another_user_can_neither_attach_nor_squat(as_nobody):
     finally:
         a.terminate()
         a.wait(timeout=TIMEOUT)
+        assert wait_for(lambda: not os.path.isdir(f"{theirs_dir}/prebind") or not os.listdir(f"{theirs_dir}/prebind"),
+                        timeout=LINGER + 1.0)
+        shutil.rmtree(theirs_dir, ignore_errors=True)
     assert wait_for(lambda: not os.path.exists(f"{mine}/{name}.sock"), timeout=LINGER + 1.0)
 
 
-def test_a_directory_squatted_by_another_user_is_refused(tmp_path, as_nobody):
-    # nobody makes root's directory first (here, under a fresh
-    # XDG_RUNTIME_DIR-less /tmp path: a runtime dir root owns but nobody
-    # may write, with prebind/ made by nobody in it).
-    run = tempfile.mkdtemp(prefix="pbq-")
+def test_a_share_directory_not_the_callers_alone_is_refused(tmp_path, runtime, as_nobody):
+    # Only root could have made it so (the runtime directory is root's,
+    # 0700): prebind checks what it did not make all the same.
+    os.mkdir(share_dir(runtime), 0o700)
+    os.chown(share_dir(runtime), NOBODY, NOBODY)
+    out = subprocess.run([PREBIND, "--share=x", "--print", "--", *HTTP], env=runtime, capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 125
+    assert len(out.stderr.splitlines()) == 1 and "refusing to share through it" in out.stderr, out.stderr
+    assert pids(runtime) == []
+    # A symlink in its place is refused the same way (lstat).
+    os.rmdir(share_dir(runtime))
+    os.symlink(str(tmp_path), share_dir(runtime))
+    out = subprocess.run([PREBIND, "--share=x", "--print", "--", *HTTP], env=runtime, capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 125 and "refusing to share through it" in out.stderr, out.stderr
+    os.unlink(share_dir(runtime))
+
+
+# Run in a mount namespace of its own, with a fresh /tmp and /run (as a
+# machine just booted): nobody makes /tmp/prebind-0 first, then root's
+# --share without XDG_RUNTIME_DIR (a CI runner's) must still work, in a
+# directory nobody could have made. Then --status, --stop.
+SQUATTED = r"""
+import os, stat, subprocess, sys
+prebind, nobody = sys.argv[1], ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+subprocess.run([*nobody, "mkdir", "-m", "0700", "/tmp/prebind-0"], check=True)
+env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+a = subprocess.Popen([prebind, "--share=sq", "--print", "--", "sleep", "100"], env=env, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+line = a.stdout.readline().strip()
+if not line:
+    sys.exit("no address: " + a.stderr.read())
+for d in (os.path.dirname(p) for p in ("/run/prebind/sq.sock",) if os.path.exists(p)):
+    st = os.lstat(d)
+    print("share dir", d, oct(stat.S_IMODE(st.st_mode)), st.st_uid)
+out = subprocess.run([prebind, "--share=sq", "--status"], env=env, capture_output=True, text=True)
+print("status", out.returncode, out.stdout.splitlines()[0] if out.stdout else out.stderr)
+a.terminate()
+print("holder", a.wait(timeout=20))
+out = subprocess.run([prebind, "--share=sq", "--stop"], env=env, capture_output=True, text=True, timeout=20)
+print("stop", out.returncode, sorted(os.listdir("/run/prebind")), os.lstat("/tmp/prebind-0").st_uid)
+"""
+
+
+def test_a_squatted_tmp_directory_does_not_stop_roots_share(as_nobody):
+    if not shutil.which("unshare"):
+        pytest.skip("needs unshare")
+    # Never --propagation unchanged: the tmpfs on /tmp could reach the
+    # host's mounts. Where private fails (a chroot whose / is no mount
+    # point), skipped.
+    if subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True,
+                      timeout=TIMEOUT).returncode != 0:
+        pytest.skip("cannot make a private mount namespace here")
+    # The binary may be under the /tmp that the mount hides: copied from
+    # an fd opened before.
+    script = ('exec 3<"$1" && mount -t tmpfs -o mode=1777 tmpfs /tmp && mount -t tmpfs -o mode=0755 tmpfs /run '
+              f'&& mkdir /run/bin && cp /proc/self/fd/3 /run/bin/prebind && exec {PYTHON} -c "$0" /run/bin/prebind')
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, SQUATTED,
+                          PREBIND], capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out
+    assert out.stdout.splitlines() == ["share dir /run/prebind 0o700 0", "status 0 sq: running, ready;"
+                                       + out.stdout.splitlines()[1].split("ready;", 1)[1],
+                                       "holder 0", "stop 0 [] 65534"], out
+
+
+def test_without_a_directory_only_it_can_write_a_user_is_told(as_nobody):
+    # nobody with root's HOME and no runtime directory: nowhere to share
+    # that no other user could take first.
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    out = subprocess.run([public_prebind(), "--share=x", "--print", "--", "true"], env=dict(env, HOME="/root"),
+                         capture_output=True, text=True, timeout=TIMEOUT, **as_nobody)
+    assert out.returncode == 125
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert "no directory that only uid 65534 can write" in out.stderr and "set XDG_RUNTIME_DIR" in out.stderr
+
+
+def test_status_stop_and_a_too_long_name_make_no_directory(tmp_path):
+    runtime = tempfile.mkdtemp(prefix="pbs-")
     try:
-        os.chmod(run, 0o777)
-        subprocess.run(["mkdir", "-m", "0700", f"{run}/prebind"], check=True, timeout=TIMEOUT, **as_nobody)
-        env = dict(os.environ, XDG_RUNTIME_DIR=run, PIDS=str(tmp_path / "pids"))
-        out = subprocess.run([PREBIND, "--share=x", "--print", "--", *HTTP], env=env, capture_output=True,
-                             text=True, timeout=TIMEOUT)
-        assert out.returncode == 125
-        assert len(out.stderr.splitlines()) == 1 and "refusing to share through it" in out.stderr, out.stderr
-        assert pids(env) == []
-        # A symlink in its place is refused the same way (lstat).
-        os.rmdir(f"{run}/prebind")
-        os.symlink(str(tmp_path), f"{run}/prebind")
-        out = subprocess.run([PREBIND, "--share=x", "--print", "--", *HTTP], env=env, capture_output=True,
-                             text=True, timeout=TIMEOUT)
-        assert out.returncode == 125 and "refusing to share through it" in out.stderr, out.stderr
+        env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
+        for action in ("--status", "--stop"):
+            out = subprocess.run([PREBIND, "--share=web", action], env=env, capture_output=True, text=True,
+                                 timeout=TIMEOUT)
+            assert out.returncode in (0, 3), out
+        long_dir = tmp_path / ("d" * 60)
+        long_dir.mkdir(mode=0o700)
+        out = subprocess.run([PREBIND, "--share=" + "x" * 40, "--", "true"], env=dict(env, XDG_RUNTIME_DIR=str(long_dir)),
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert out.returncode == 125 and "too long for a unix socket path" in out.stderr, out.stderr
+        assert os.listdir(runtime) == [] and os.listdir(long_dir) == []
     finally:
-        shutil.rmtree(run, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 # --------------------------------------------------------------- failure

@@ -13,9 +13,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -216,6 +219,81 @@ START_TEST(test_killed_prebind_stops_every_generation_watched) {
 }
 END_TEST
 
+/* A unix socket file at path, bound by a socket that is then closed:
+ * the file stays, as a killed prebind's does. */
+static void make_socket_file(const char *path, struct stat *ret) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+        ck_assert_int_ge(fd, 0);
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
+        close(fd);
+        ck_assert_int_eq(lstat(path, ret), 0);
+}
+
+/* A prebind that made name.sock under the lock name.lock (made by the
+ * test), and dies holding the lock unless the test holds it: its guard
+ * takes both back, under the lock. */
+static _Noreturn void prebind_dies_locked(bool lock_it) {
+        struct guard *g = NULL;
+        struct stat st;
+        int lock = open(unit_path("name.lock"), O_RDWR | O_CLOEXEC);
+
+        unit_default_signals();
+        if (lock < 0 || guard_start("sleep", 100000, &g) < 0)
+                _exit(2);
+        if (lock_it && flock(lock, LOCK_EX) < 0)
+                _exit(3);
+        make_socket_file(unit_path("name.sock"), &st);
+        guard_file_created_at(g, GUARD_FILE_SOCKET, unit_path("name.sock"), st.st_dev, st.st_ino);
+        guard_file_created(g, GUARD_FILE_LOCK, unit_path("name.lock"), lock);
+        _exit(0);
+}
+
+/* With held, the test holds the lock when prebind dies, and meanwhile
+ * puts a new owner's name.sock in place: the guard waits for the lock,
+ * then leaves the new socket file and the lock file that claims it. */
+static void lock_file_after_prebind_died(bool held) {
+        struct stat st;
+        pid_t prebind;
+        int lock, status;
+
+        unit_dir_make();
+        lock = make_file(unit_path("name.lock"));
+        if (held)
+                ck_assert_int_eq(flock(lock, LOCK_EX), 0);
+        prebind = unit_fork();
+        if (prebind == 0)
+                prebind_dies_locked(!held);
+        status = unit_wait_bounded(prebind);
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (held) {
+                /* Not within the guard's wait for the lock (2 s). */
+                usleep(100000);
+                ck_assert(exists(unit_path("name.sock")));
+                ck_assert_int_eq(unlink(unit_path("name.sock")), 0);
+                make_socket_file(unit_path("name.sock"), &st);
+                ck_assert_int_eq(flock(lock, LOCK_UN), 0);
+                usleep(200000);
+                ck_assert(exists(unit_path("name.sock")));
+                ck_assert(exists(unit_path("name.lock")));
+                unlink(unit_path("name.sock"));
+                unlink(unit_path("name.lock"));
+        } else {
+                ck_assert(gone_in_time(unit_path("name.sock")));
+                ck_assert(gone_in_time(unit_path("name.lock")));
+        }
+        close(lock);
+        unit_dir_remove();
+}
+
+START_TEST(test_killed_prebind_removes_socket_and_lock_under_the_lock) {
+        lock_file_after_prebind_died(false);
+        lock_file_after_prebind_died(true);
+}
+END_TEST
+
 static Suite *guard_suite(void) {
         Suite *s = suite_create("guard");
         TCase *tc = tcase_create("lifecycle");
@@ -226,6 +304,7 @@ static Suite *guard_suite(void) {
         tcase_add_test(tc, test_killed_prebind_stops_command_and_removes_files);
         tcase_add_test(tc, test_killed_prebind_kills_command_after_grace);
         tcase_add_test(tc, test_killed_prebind_stops_every_generation_watched);
+        tcase_add_test(tc, test_killed_prebind_removes_socket_and_lock_under_the_lock);
         suite_add_tcase(s, tc);
         return s;
 }

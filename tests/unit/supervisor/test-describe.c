@@ -43,7 +43,7 @@ static void check_differ(char *a, char *b) {
 START_TEST(test_description_spells_each_option_once) {
         char *d = DESCRIBE("--share=x", "--", "redis-server", "--port", "0");
 
-        ck_assert_str_eq(d, "-- redis-server --port 0");
+        ck_assert_str_eq(d, "--listen=127.0.0.1:0 -- redis-server --port 0");
         free(d);
         d = DESCRIBE("--share=x", "-l", "web=0", "-l", "udp:[::1]:53", "--ready-log=Ready to", "-E", "A={port}",
                      "--kill-after=2s", "--", "srv", "");
@@ -51,7 +51,7 @@ START_TEST(test_description_spells_each_option_once) {
                             "'--ready-log=Ready to' --ready-timeout=90000ms --kill-after=2000ms -- srv ''");
         free(d);
         d = DESCRIBE("--share=x", "-E", "Q=it's", "--", "sh", "-c", "echo 'hi'");
-        ck_assert_str_eq(d, "'--setenv=Q=it'\\''s' -- sh -c 'echo '\\''hi'\\'''");
+        ck_assert_str_eq(d, "--listen=127.0.0.1:0 '--setenv=Q=it'\\''s' -- sh -c 'echo '\\''hi'\\'''");
         free(d);
 }
 END_TEST
@@ -63,8 +63,11 @@ START_TEST(test_description_ignores_each_callers_own_options) {
         check_same(DESCRIBE("--share=x", "--", "srv"),
                    DESCRIBE("--share=y", "--print=json", "--port-file=/tmp/p", "--format=url", "-q",
                             "--share-linger=infinity", "--die-with-parent", "--", "srv"));
+        /* Equal sockets spelled any way: -l 0, tcp:127.0.0.1:0, no -l. */
         check_same(DESCRIBE("--share=x", "-l", "0", "--", "srv"),
                    DESCRIBE("--share=x", "--listen=tcp:127.0.0.1:0", "--", "srv"));
+        check_same(DESCRIBE("--share=x", "-l", "127.0.0.1:0", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
+        check_same(DESCRIBE("--share=x", "-l", "localhost:0", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_same(DESCRIBE("--share=x", "--ready", "--ready-timeout=1m", "--", "srv"),
                    DESCRIBE("--share=x", "--ready=60s", "--", "srv"));
         check_same(DESCRIBE("--share=x", "--kill-after=1500ms", "--", "srv"),

@@ -232,6 +232,131 @@ START_TEST(test_a_watched_file) {
 }
 END_TEST
 
+static void in_root(char *buf, size_t size, const char *rel) {
+        snprintf(buf, size, "%s/%s", root, rel);
+}
+
+static void rename_in_root(const char *from, const char *to) {
+        char a[PATH_MAX + 300], b[PATH_MAX + 300];
+
+        in_root(a, sizeof a, from);
+        in_root(b, sizeof b, to);
+        ck_assert_int_eq(rename(a, b), 0);
+}
+
+static void mkdir_in_root(const char *rel) {
+        char path[PATH_MAX + 300];
+
+        in_root(path, sizeof path, rel);
+        ck_assert_int_eq(mkdir(path, 0700), 0);
+}
+
+static void symlink_in_root(const char *target, const char *rel) {
+        char path[PATH_MAX + 300];
+
+        in_root(path, sizeof path, rel);
+        ck_assert_int_eq(symlink(target, path), 0);
+}
+
+/* The path is followed, not the directory it first led to: renamed away
+ * and made anew, or removed and made anew, the new one is watched and
+ * the old one no longer counts. */
+START_TEST(test_a_root_renamed_or_removed_and_made_anew) {
+        char src[PATH_MAX + 300], cmd[PATH_MAX + 340];
+        const char *paths[] = { src };
+        struct watch *w;
+        struct loop *l;
+
+        make_root();
+        in_root(src, sizeof src, "src");
+        mkdir_in_root("src");
+        l = start_watching(paths, 1, &w);
+        write_file("src/a.py", "1\n");
+        ck_assert_uint_eq(run_for(l, 300), 1);
+        rename_in_root("src", "src.old");
+        mkdir_in_root("src");
+        ck_assert_uint_eq(run_for(l, 300), 1); /* the swap is a change */
+        write_file("src.old/a.py", "2\n");     /* the old one: no longer counts */
+        ck_assert_uint_eq(run_for(l, 300), 0);
+        write_file("src/b.py", "3\n"); /* the new one does */
+        ck_assert_uint_eq(run_for(l, 300), 1);
+        ck_assert(strstr(last, "/src/b.py"));
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", src);
+        ck_assert_int_eq(system(cmd), 0);
+        ck_assert_uint_eq(run_for(l, 300), 1); /* gone: a change, seen while it is missing */
+        mkdir_in_root("src");
+        mkdir_in_root("src/pkg");
+        ck_assert_uint_eq(run_for(l, 300), 1);
+        write_file("src/pkg/c.py", "4\n"); /* removed and made anew: watched, below too */
+        ck_assert_uint_eq(run_for(l, 300), 1);
+        ck_assert(strstr(last, "/src/pkg/c.py"));
+        write_file("src.old/a.py", "5\n");
+        ck_assert_uint_eq(run_for(l, 300), 0);
+        watch_stop(w);
+        loop_free(l);
+        remove_root();
+}
+END_TEST
+
+/* A symbolic link to a file: a write to its target counts, wherever the
+ * target is. */
+START_TEST(test_a_symlinked_file) {
+        char link[PATH_MAX + 300];
+        const char *paths[] = { link };
+        struct watch *w;
+        struct loop *l;
+
+        make_root();
+        mkdir_in_root("etc");
+        mkdir_in_root("data");
+        write_file("data/app.conf", "a\n");
+        symlink_in_root("../data/app.conf", "etc/app.conf");
+        in_root(link, sizeof link, "etc/app.conf");
+        l = start_watching(paths, 1, &w);
+        write_file("data/other.conf", "b\n"); /* beside the target: does not count */
+        ck_assert_uint_eq(run_for(l, 300), 0);
+        write_file("data/app.conf", "c\n"); /* the target, written in place */
+        ck_assert_uint_eq(run_for(l, 300), 1);
+        ck_assert(strstr(last, "/data/app.conf"));
+        watch_stop(w);
+        loop_free(l);
+        remove_root();
+}
+END_TEST
+
+/* A Kubernetes ConfigMap volume: key -> ..data/key, ..data -> ..v1; an
+ * update writes ..v2, points a new link at it and renames that over
+ * ..data (atomic), then removes ..v1. */
+START_TEST(test_a_configmap_data_swap) {
+        char key[PATH_MAX + 300], cmd[PATH_MAX + 340];
+        const char *paths[] = { key };
+        struct watch *w;
+        struct loop *l;
+
+        make_root();
+        mkdir_in_root("cfg");
+        mkdir_in_root("cfg/..v1");
+        write_file("cfg/..v1/key", "1\n");
+        symlink_in_root("..v1", "cfg/..data");
+        symlink_in_root("..data/key", "cfg/key");
+        in_root(key, sizeof key, "cfg/key");
+        l = start_watching(paths, 1, &w);
+        mkdir_in_root("cfg/..v2");
+        write_file("cfg/..v2/key", "2\n"); /* not yet what key leads to */
+        ck_assert_uint_eq(run_for(l, 300), 0);
+        symlink_in_root("..v2", "cfg/..data_tmp");
+        rename_in_root("cfg/..data_tmp", "cfg/..data");
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/cfg/..v1'", root);
+        ck_assert_int_eq(system(cmd), 0);
+        ck_assert_uint_eq(run_for(l, 300), 1);
+        write_file("cfg/..v2/key", "3\n"); /* what key leads to now */
+        ck_assert_uint_eq(run_for(l, 300), 1);
+        watch_stop(w);
+        loop_free(l);
+        remove_root();
+}
+END_TEST
+
 START_TEST(test_a_missing_path_fails) {
         const char *paths[] = { "/nonexistent/prebind-watch" };
         struct watch_options o = { .paths = paths, .n_paths = 1, .delay_usec = 1000 };
@@ -258,6 +383,9 @@ int main(void) {
         tcase_set_timeout(watcher, 30);
         tcase_add_test(watcher, test_directory_changes);
         tcase_add_test(watcher, test_a_watched_file);
+        tcase_add_test(watcher, test_a_root_renamed_or_removed_and_made_anew);
+        tcase_add_test(watcher, test_a_symlinked_file);
+        tcase_add_test(watcher, test_a_configmap_data_swap);
         tcase_add_test(watcher, test_a_missing_path_fails);
         suite_add_tcase(s, watcher);
         return unit_run(s);
