@@ -49,17 +49,24 @@ def generation_file(state):
         return 0
 
 
-def start_overlap(start, state, *extra, ready=("--ready",)):
-    p = start(["-v", "--print", "--reload=overlap", *RELOAD, *ready, *extra, "--", PYTHON, SERVER, str(state)])
+def start_overlap(start, state, *extra, ready=("--ready",), delay=1.0):
+    p = start(["-v", "--print", "--reload=overlap", *RELOAD, *ready, *extra, "--", PYTHON, SERVER, str(state),
+               "--start-delay", str(delay)])
     return p, int(p.readline())
 
 
+# A generation's start-up, where a client must not wait: 2 s, so that an
+# answer slower than WAITED_FOR tells a client that waited for one (a
+# stop-then-start) from one slowed down by a loaded machine.
+SLOW_START, WAITED_FOR = 2.0, 1.5
+
+
 def test_twenty_overlapping_reloads_under_load_lose_nothing(start, tmp_path):
-    # Each generation needs 1 s to start: with stop-then-start
+    # Each generation needs SLOW_START to start: with stop-then-start
     # (--reload=restart) no request fails either (the socket stays open),
-    # but requests wait for that second at each reload: the bound on the
+    # but requests wait for that start-up at each reload: the bound on the
     # slowest answer is what fails then.
-    p, port = start_overlap(start, tmp_path)
+    p, port = start_overlap(start, tmp_path, delay=SLOW_START)
     with Generations(port) as load:
         assert load.wait_generation(1)
         for n in range(2, 22):
@@ -67,7 +74,7 @@ def test_twenty_overlapping_reloads_under_load_lose_nothing(start, tmp_path):
             assert load.wait_generation(n), (n, load.latest(), load.errors[:3])
         time.sleep(0.2)
     assert load.failed == 0, load.errors[:5]
-    assert load.slowest < 0.6, load.slowest  # nobody waited for a start-up
+    assert load.slowest < WAITED_FOR, load.slowest  # nobody waited for a start-up
     assert all(a["ready"] == "1" for a in load.answers())
     # Each client saw the generations increase; the one just replaced may
     # still answer what it had accepted when SIGTERM came (its drain).
@@ -252,9 +259,9 @@ def test_overlap_needs_a_readiness_condition():
 
 # ---- --watch ------------------------------------------------------------------
 
-def start_watching(start, state, tree, *extra):
+def start_watching(start, state, tree, *extra, delay=0.8):
     p = start(["-v", "--print", "--reload=overlap", *RELOAD, "--ready", f"--watch={tree}", *extra, "--", PYTHON,
-               SERVER, str(state), "--start-delay", "0.8"])
+               SERVER, str(state), "--start-delay", str(delay)])
     return p, int(p.readline())
 
 
@@ -282,7 +289,9 @@ def test_watch_a_hundred_saves_reload_debounced_with_no_failed_request(start, tm
     tree.mkdir()
     app = tree / "app.py"
     app.write_text("v = 0\n")
-    p, port = start_watching(start, state, tree, "--watch-delay=100ms")
+    # A burst's saves come 10 ms apart: 250 ms of quiet ends it, which a
+    # loaded machine seldom makes inside one.
+    p, port = start_watching(start, state, tree, "--watch-delay=250ms", delay=SLOW_START)
     kinds = ["in place", "rename over", "new file in a new subdirectory"]
     with Generations(port) as load:
         assert load.wait_generation(1)
@@ -291,11 +300,11 @@ def test_watch_a_hundred_saves_reload_debounced_with_no_failed_request(start, tm
                 save(app, kinds[(burst * 10 + i) % 3], burst * 10 + i)
                 time.sleep(0.01)
             assert load.wait_generation(2 + burst), (burst, load.latest())
-            time.sleep(0.3)  # settled: the next burst is a new reload
+            time.sleep(0.5)  # settled: the next burst is a new reload
     assert load.failed == 0, load.errors[:5]
-    assert load.slowest < 0.6, load.slowest
+    assert load.slowest < WAITED_FOR, load.slowest
     reloads = generation_file(state) - 1
-    assert 10 <= reloads <= 12, reloads  # one per burst, a burst split by a slow moment at worst
+    assert 10 <= reloads <= 15, reloads  # one per burst; a burst split by a slow moment at worst: not one per save
     assert p.stop() == 0
     assert "--watch: '" in p.err and "' changed: reloading" in p.err, p.err
 
