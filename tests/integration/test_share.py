@@ -26,6 +26,10 @@ PLUGIN_SRC = os.path.join(HERE, "..", "..", "python", "src")
 NOBODY = 65534
 # The default --share-linger.
 LINGER = 1.0
+# What a loaded machine may add to the linger before everything is gone
+# (the server's own exit included): the bound separates "stopped after
+# the linger" from "never stopped", not a speed.
+SLACK = 10.0
 
 
 @pytest.fixture
@@ -105,8 +109,8 @@ def status(env, name):
                           timeout=TIMEOUT)
 
 
-def gone(env, pid_list, port=None, bound=LINGER + 1.0):
-    """After --share-linger and 1 s: no process, no listener, no file."""
+def gone(env, pid_list, port=None, bound=LINGER + SLACK):
+    """After --share-linger (and SLACK): no process, no listener, no file."""
     deadline = time.monotonic() + bound
     wait_for(lambda: not any(pid_alive(p) for p in pid_list) and not leftovers(env), timeout=bound)
     assert time.monotonic() <= deadline + 0.2
@@ -270,12 +274,14 @@ def test_sixteen_callers_at_the_same_instant_start_one_server(tmp_path, runtime)
 
 
 def test_a_holder_during_the_linger_keeps_the_server(runtime):
-    a = holder(["--share=web", "--share-linger=2s", "--print", "--", *HTTP], runtime)
+    # The second holder comes 0.5 s into a 5 s linger: well within it,
+    # even on a loaded machine.
+    a = holder(["--share=web", "--share-linger=5s", "--print", "--", *HTTP], runtime)
     port = first_line(a)
     a.terminate()
     assert a.wait(timeout=TIMEOUT) == 0
     time.sleep(0.5)
-    b = holder(["--share=web", "--share-linger=2s", "--print", "--", *HTTP], runtime)
+    b = holder(["--share=web", "--share-linger=5s", "--print", "--", *HTTP], runtime)
     try:
         assert first_line(b) == port
         assert len(pids(runtime)) == 1
@@ -283,7 +289,7 @@ def test_a_holder_during_the_linger_keeps_the_server(runtime):
     finally:
         b.terminate()
         assert b.wait(timeout=TIMEOUT) == 0
-    gone(runtime, [*pids(runtime), supervisor], int(port), bound=2 + 1.0)
+    gone(runtime, [*pids(runtime), supervisor], int(port), bound=5 + SLACK)
 
 
 def test_polling_status_does_not_keep_the_server(runtime):
@@ -294,7 +300,7 @@ def test_polling_status_does_not_keep_the_server(runtime):
     supervisor = supervisor_pid(runtime, "web")
     a.terminate()
     assert a.wait(timeout=TIMEOUT) == 0
-    deadline = time.monotonic() + LINGER + 1.0
+    deadline = time.monotonic() + LINGER + SLACK
     while status(runtime, "web").returncode == 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert status(runtime, "web").returncode == 3
@@ -426,9 +432,9 @@ def test_another_user_can_neither_attach_nor_squat(runtime, as_nobody):
         a.terminate()
         a.wait(timeout=TIMEOUT)
         assert wait_for(lambda: not os.path.isdir(f"{theirs_dir}/prebind") or not os.listdir(f"{theirs_dir}/prebind"),
-                        timeout=LINGER + 1.0)
+                        timeout=LINGER + SLACK)
         shutil.rmtree(theirs_dir, ignore_errors=True)
-    assert wait_for(lambda: not os.path.exists(f"{mine}/{name}.sock"), timeout=LINGER + 1.0)
+    assert wait_for(lambda: not os.path.exists(f"{mine}/{name}.sock"), timeout=LINGER + SLACK)
 
 
 def test_a_share_directory_not_the_callers_alone_is_refused(tmp_path, runtime, as_nobody):
@@ -593,8 +599,8 @@ def test_status_and_stop(runtime):
                          timeout=TIMEOUT)
     assert out.returncode == 0, out
     # --stop returns once the supervisor is done (it may still be exiting).
-    assert wait_for(lambda: not pid_alive(supervisor), timeout=1.0)
-    gone(runtime, [*pids(runtime), supervisor], int(url.rsplit(":", 1)[1]), bound=1.0)
+    assert wait_for(lambda: not pid_alive(supervisor))
+    gone(runtime, [*pids(runtime), supervisor], int(url.rsplit(":", 1)[1]), bound=SLACK)
     assert status(runtime, "web").returncode == 3
     out = subprocess.run([PREBIND, "--share=web", "--stop"], env=runtime, capture_output=True, text=True,
                          timeout=TIMEOUT)
@@ -637,4 +643,4 @@ def test_out_of_fds_the_server_backs_off_and_accepts_later(runtime):
     out = subprocess.run([PREBIND, "--share=web", "--stop"], env=runtime, capture_output=True, text=True,
                          timeout=TIMEOUT)
     assert out.returncode == 0, out
-    gone(runtime, [*pids(runtime), supervisor], bound=LINGER + 1.0)
+    gone(runtime, [*pids(runtime), supervisor], bound=LINGER + SLACK)
