@@ -100,6 +100,23 @@ static void put_restart(FILE *f, const struct config *c) {
         put_option(f, "--restart-limit", limit);
 }
 
+/* What a reload request does, and what makes one: a server that reloads
+ * on changes is not one that never does. */
+static void put_reload(FILE *f, const struct config *c) {
+        if (c->reload_set)
+                put_option(f, "--reload", c->reload == RELOAD_OVERLAP ? "overlap" : "restart");
+        for (size_t i = 0; i < c->n_watch; i++)
+                put_option(f, "--watch", c->watch[i]);
+        if (c->n_watch == 0)
+                return;
+        put_duration(f, "--watch-delay", c->watch_delay_usec);
+        /* An empty glob clears the defaults (config.c). */
+        if (!c->watch_ignore_defaults)
+                put_option(f, "--watch-ignore", "");
+        for (size_t i = 0; i < c->n_watch_ignore; i++)
+                put_option(f, "--watch-ignore", c->watch_ignore[i]);
+}
+
 static void put_supervision(FILE *f, const struct config *c) {
         char value[32];
 
@@ -116,6 +133,8 @@ static void put_supervision(FILE *f, const struct config *c) {
                 }
         if (c->netns)
                 put_option(f, "--netns", NULL);
+        if (c->no_die_with_supervisor)
+                put_option(f, "--no-die-with-supervisor", NULL);
 }
 
 int config_describe(const struct config *c, char **ret) {
@@ -177,6 +196,7 @@ int config_describe(const struct config *c, char **ret) {
         }
         put_readiness(f, c);
         put_restart(f, c);
+        put_reload(f, c);
         put_supervision(f, c);
         fputs(" --", f);
         for (char **a = c->command; a && *a; a++)

@@ -87,6 +87,21 @@ START_TEST(test_description_tells_servers_apart) {
         check_differ(DESCRIBE("--share=x", "--group", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_differ(DESCRIBE("--share=x", "--success-status=143", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_differ(DESCRIBE("--share=x", "--subst", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
+        /* A server that reloads, or outlives a killed supervisor, is
+         * another server (these once attached silently). */
+        check_differ(DESCRIBE("--share=x", "--ready", "--reload=overlap", "--", "srv"),
+                     DESCRIBE("--share=x", "--ready", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "--watch=/etc", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "--watch=/etc", "--watch-delay=1s", "--", "srv"),
+                     DESCRIBE("--share=x", "--watch=/etc", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "--watch=/etc", "--watch-ignore=*.log", "--", "srv"),
+                     DESCRIBE("--share=x", "--watch=/etc", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "--watch=/etc", "--watch-ignore=", "--", "srv"),
+                     DESCRIBE("--share=x", "--watch=/etc", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "--no-die-with-supervisor", "--", "srv"),
+                     DESCRIBE("--share=x", "--", "srv"));
+        check_same(DESCRIBE("--share=x", "--watch=/etc", "--watch-delay=100ms", "--", "srv"),
+                   DESCRIBE("--share=x", "--watch=/etc", "--", "srv"));
         /* Templates as written (once all described as port 0). */
         check_differ(DESCRIBE("--share=x", "--subst", "--intercept={port}", "--", "srv"),
                      DESCRIBE("--share=x", "--subst", "--intercept={1.port}", "--", "srv"));
