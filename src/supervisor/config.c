@@ -10,204 +10,9 @@
 #include "env.h"
 #include "log.h"
 #include "macro.h"
+#include "options.h"
 #include "share.h"
 #include "version.h"
-
-static void help(void) {
-        printf("Usage: %s [OPTION]... [--] COMMAND [ARG]...\n"
-               "Bind and listen on sockets, publish their addresses, and run COMMAND with\n"
-               "them passed by the systemd protocol (LISTEN_FDS, fds from 3).\n"
-               "\n"
-               "Sockets:\n"
-               "  -l, --listen=[NAME=]ADDRESS  listen on ADDRESS (repeatable; default 127.0.0.1:0):\n"
-               "                               PORT, HOST:PORT, [IPV6]:PORT, tcp:/udp: prefixes,\n"
-               "                               /path or unix:/path, @name or unix:@name\n"
-               "      --backlog=N              listen backlog (default %d)\n"
-               "      --reuseport              set SO_REUSEPORT on IP sockets\n"
-               "      --v6only                 set IPV6_V6ONLY on IPv6 sockets\n"
-               "      --socket-mode=MODE       mode of unix socket files (octal, default 0666)\n"
-               "\n"
-               "Publishing:\n"
-               "      --print[=FORMAT]         write the addresses to stdout\n"
-               "      --port-file=PATH         write them to PATH atomically; removed on exit\n"
-               "      --port-fd=N              write them to inherited fd N, then close it\n"
-               "      --format=FORMAT          port, addr, url, json or env (default port)\n"
-               "\n"
-               "Running COMMAND:\n"
-               "  -E, --setenv=NAME[=VALUE]    set NAME for COMMAND; {port}, {addr}, {url},\n"
-               "                               {NAME.port}... in VALUE expand to the addresses\n"
-               "      --subst                  expand the same templates in COMMAND's arguments\n"
-               "      --exec                   replace prebind by COMMAND instead of supervising\n"
-               "      --ready[=TIMEOUT]        give COMMAND a NOTIFY_SOCKET and publish only once it\n"
-               "                               sends READY=1 (default timeout 90s; 'infinity')\n"
-               "      --ready-log=REGEX        publish once a line of COMMAND's stdout or stderr\n"
-               "                               matches REGEX (POSIX extended); both are relayed\n"
-               "      --ready-exec=COMMAND     publish once COMMAND (sh -c, templates expanded)\n"
-               "                               exits 0; run every --ready-interval\n"
-               "      --ready-http[=PATH]      publish once GET PATH (default /) on the first TCP\n"
-               "                               socket answers 2xx or 3xx\n"
-               "      --ready-interval=DURATION  between two probes (default 100ms)\n"
-               "      --ready-timeout=DURATION stop COMMAND and exit 124 if it is not ready in time\n"
-               "                               (every --ready* condition, --intercept; default 90s;\n"
-               "                               'infinity'); all conditions must hold\n"
-               "      --restart=WHEN           run COMMAND again when it exits: no, on-failure,\n"
-               "                               always; SIGHUP then restarts it on demand\n"
-               "      --restart-delay=DURATION wait before a restart (default 100ms)\n"
-               "      --restart-limit=N[/DURATION]  give up after N restarts within DURATION\n"
-               "                               (default 5/10s; 0: no limit)\n"
-               "      --reload=HOW             what SIGHUP and --watch do: restart (stop, then\n"
-               "                               start; the default) or overlap (start the new\n"
-               "                               COMMAND first, stop the old one once it is ready)\n"
-               "      --watch=PATH             reload when a file under PATH changes (repeatable)\n"
-               "      --watch-delay=DURATION   wait for changes to settle (default 100ms)\n"
-               "      --watch-ignore=GLOB      changes to matching names do not count (repeatable;\n"
-               "                               added to the defaults: .git, __pycache__, *.swp...;\n"
-               "                               an empty GLOB drops the defaults)\n"
-               "      --accept                 run COMMAND once per connection, the connection as fd 3\n"
-               "      --max-connections=N      with --accept, at most N COMMANDs at once (default 64);\n"
-               "                               with --intercept, N forwarded connections per socket\n"
-               "      --inetd                  pass the connection (--accept) or the listening socket\n"
-               "                               on stdin/stdout instead of fd 3\n"
-               "\n"
-               "Servers that bind their own port:\n"
-               "      --intercept=[NAME=]PORT  COMMAND's own bind() of PORT (any IPv4/IPv6 address)\n"
-               "                               gets socket NAME (default: the first) instead; publish\n"
-               "                               once it is claimed. PORT may be a template ({port})\n"
-               "      --intercept-via=auto|seccomp|preload|forward\n"
-               "                               how: seccomp user notification (any program, Linux\n"
-               "                               5.9), the LD_PRELOAD library (dynamic programs),\n"
-               "                               forward (--netns only: each connection to socket\n"
-               "                               NAME spliced to PORT inside, the slow path), or\n"
-               "                               seccomp where the kernel allows it, else preload\n"
-               "                               (with --netns: else forward)\n"
-               "      --netns                  run COMMAND in a new network namespace (loopback up)\n"
-               "\n"
-               "Supervision:\n"
-               "      --group                  run COMMAND in its own process group and signal\n"
-               "                               the whole group\n"
-               "      --kill-after=DURATION    send SIGKILL if COMMAND is still running DURATION\n"
-               "                               after a SIGTERM or SIGINT (e.g. 10s, 500ms)\n"
-               "      --die-with-parent        stop COMMAND and clean up when prebind's parent dies\n"
-               "      --no-die-with-supervisor let COMMAND outlive prebind if prebind is killed\n"
-               "                               (by default it is stopped, and the files removed)\n"
-               "      --subreaper              adopt and reap orphaned descendants (as PID 1 does)\n"
-               "      --success-status=CODE    report exit status CODE as 0 (repeatable; e.g. 143)\n"
-               "\n"
-               "Sharing one server:\n"
-               "      --share=NAME             start COMMAND once for every caller with this NAME,\n"
-               "                               or attach to the one that runs; hold it until exit\n"
-               "      --share-linger=DURATION  stop the server this long after the last holder\n"
-               "                               is gone (default 1s; 'infinity': until --stop)\n"
-               "      --status                 with --share: say whether it runs (exit 0, or 3)\n"
-               "      --stop                   with --share: stop it\n"
-               "\n"
-
-               "  -q, --quiet                  print errors only\n"
-               "  -v, --verbose                print details\n"
-               "  -h, --help                   show this help and exit\n"
-               "      --version                show the version and exit\n"
-               "\n"
-               "Exit status: COMMAND's; 128+N if it was killed by signal N; 124 if it was not\n"
-               "ready in time; 125 if prebind failed; 126 if COMMAND could not be run; 127\n"
-               "if it was not found.\n"
-               "See prebind(1).\n",
-               program_invocation_short_name, SOMAXCONN);
-}
-
-enum {
-        ARG_BACKLOG = 0x100,
-        ARG_REUSEPORT,
-        ARG_V6ONLY,
-        ARG_SOCKET_MODE,
-        ARG_PRINT,
-        ARG_PORT_FILE,
-        ARG_PORT_FD,
-        ARG_FORMAT,
-        ARG_SUBST,
-        ARG_EXEC,
-        ARG_READY,
-        ARG_READY_LOG,
-        ARG_READY_EXEC,
-        ARG_READY_HTTP,
-        ARG_READY_INTERVAL,
-        ARG_READY_TIMEOUT,
-        ARG_INTERCEPT,
-        ARG_INTERCEPT_VIA,
-        ARG_RESTART,
-        ARG_RESTART_DELAY,
-        ARG_RESTART_LIMIT,
-        ARG_RELOAD,
-        ARG_WATCH,
-        ARG_WATCH_DELAY,
-        ARG_WATCH_IGNORE,
-        ARG_ACCEPT,
-        ARG_MAX_CONNECTIONS,
-        ARG_INETD,
-        ARG_GROUP,
-        ARG_KILL_AFTER,
-        ARG_DIE_WITH_PARENT,
-        ARG_NO_DIE_WITH_SUPERVISOR,
-        ARG_SUBREAPER,
-        ARG_SUCCESS_STATUS,
-        ARG_NETNS,
-        ARG_SHARE,
-        ARG_SHARE_LINGER,
-        ARG_STATUS,
-        ARG_STOP,
-        ARG_VERSION,
-};
-
-/* One option a line, in columns. */
-/* clang-format off */
-static const struct option options[] = {
-        { "listen",      required_argument, NULL, 'l' },
-        { "backlog",     required_argument, NULL, ARG_BACKLOG },
-        { "reuseport",   no_argument,       NULL, ARG_REUSEPORT },
-        { "v6only",      no_argument,       NULL, ARG_V6ONLY },
-        { "socket-mode", required_argument, NULL, ARG_SOCKET_MODE },
-        { "print",       optional_argument, NULL, ARG_PRINT },
-        { "port-file",   required_argument, NULL, ARG_PORT_FILE },
-        { "port-fd",     required_argument, NULL, ARG_PORT_FD },
-        { "format",      required_argument, NULL, ARG_FORMAT },
-        { "setenv",      required_argument, NULL, 'E' },
-        { "subst",       no_argument,       NULL, ARG_SUBST },
-        { "exec",        no_argument,       NULL, ARG_EXEC },
-        { "ready",       optional_argument, NULL, ARG_READY },
-        { "ready-log",   required_argument, NULL, ARG_READY_LOG },
-        { "ready-exec",  required_argument, NULL, ARG_READY_EXEC },
-        { "ready-http",  optional_argument, NULL, ARG_READY_HTTP },
-        { "ready-interval", required_argument, NULL, ARG_READY_INTERVAL },
-        { "ready-timeout", required_argument, NULL, ARG_READY_TIMEOUT },
-        { "intercept",   required_argument, NULL, ARG_INTERCEPT },
-        { "intercept-via", required_argument, NULL, ARG_INTERCEPT_VIA },
-        { "restart",     required_argument, NULL, ARG_RESTART },
-        { "restart-delay", required_argument, NULL, ARG_RESTART_DELAY },
-        { "restart-limit", required_argument, NULL, ARG_RESTART_LIMIT },
-        { "reload",      required_argument, NULL, ARG_RELOAD },
-        { "watch",       required_argument, NULL, ARG_WATCH },
-        { "watch-delay", required_argument, NULL, ARG_WATCH_DELAY },
-        { "watch-ignore", required_argument, NULL, ARG_WATCH_IGNORE },
-        { "accept",      no_argument,       NULL, ARG_ACCEPT },
-        { "max-connections", required_argument, NULL, ARG_MAX_CONNECTIONS },
-        { "inetd",       no_argument,       NULL, ARG_INETD },
-        { "group",       no_argument,       NULL, ARG_GROUP },
-        { "kill-after",  required_argument, NULL, ARG_KILL_AFTER },
-        { "die-with-parent", no_argument,   NULL, ARG_DIE_WITH_PARENT },
-        { "no-die-with-supervisor", no_argument, NULL, ARG_NO_DIE_WITH_SUPERVISOR },
-        { "subreaper",   no_argument,       NULL, ARG_SUBREAPER },
-        { "success-status", required_argument, NULL, ARG_SUCCESS_STATUS },
-        { "netns",       no_argument,       NULL, ARG_NETNS },
-        { "share",       required_argument, NULL, ARG_SHARE },
-        { "share-linger", required_argument, NULL, ARG_SHARE_LINGER },
-        { "status",      no_argument,       NULL, ARG_STATUS },
-        { "stop",        no_argument,       NULL, ARG_STOP },
-        { "quiet",       no_argument,       NULL, 'q' },
-        { "verbose",     no_argument,       NULL, 'v' },
-        { "help",        no_argument,       NULL, 'h' },
-        { "version",     no_argument,       NULL, ARG_VERSION },
-        { NULL, 0, NULL, 0 }
-};
-/* clang-format on */
 
 /* One line that says what was wrong and where to look. */
 static int usage_error(const char *option, const char *arg, const char *detail) {
@@ -648,14 +453,14 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 char short_option[3] = { '-', 0, '\0' };
                 const char *current;
 
-                opt = getopt_long(argc, argv, "+:l:E:qvh", options, NULL);
+                opt = getopt_long(argc, argv, options_optstring(), options_getopt_table(), NULL);
                 if (opt < 0)
                         break;
                 short_option[1] = (char) optopt;
                 current = element < argc && strncmp(argv[element], "--", 2) == 0 ? argv[element] : short_option;
 
                 if (opt == 'h') {
-                        help();
+                        options_help(stdout, program_invocation_short_name);
                         return 0;
                 }
                 if (opt == ARG_VERSION) {

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/* prebind's options, each declared once: its name, its argument, its
+ * --help text and whether it belongs to a --share server's identity.
+ * getopt's table, the optstring and --help are made from it; the unit
+ * test walks it against --help, the man page and config_describe(). */
+#pragma once
+
+#include <getopt.h>
+#include <stdio.h>
+
+/* getopt_long's value for the long-only options (the others return their
+ * short letter). */
+enum {
+        ARG_BACKLOG = 0x100,
+        ARG_REUSEPORT,
+        ARG_V6ONLY,
+        ARG_SOCKET_MODE,
+        ARG_PRINT,
+        ARG_PORT_FILE,
+        ARG_PORT_FD,
+        ARG_FORMAT,
+        ARG_SUBST,
+        ARG_EXEC,
+        ARG_READY,
+        ARG_READY_LOG,
+        ARG_READY_EXEC,
+        ARG_READY_HTTP,
+        ARG_READY_INTERVAL,
+        ARG_READY_TIMEOUT,
+        ARG_INTERCEPT,
+        ARG_INTERCEPT_VIA,
+        ARG_RESTART,
+        ARG_RESTART_DELAY,
+        ARG_RESTART_LIMIT,
+        ARG_RELOAD,
+        ARG_WATCH,
+        ARG_WATCH_DELAY,
+        ARG_WATCH_IGNORE,
+        ARG_ACCEPT,
+        ARG_MAX_CONNECTIONS,
+        ARG_INETD,
+        ARG_GROUP,
+        ARG_KILL_AFTER,
+        ARG_DIE_WITH_PARENT,
+        ARG_NO_DIE_WITH_SUPERVISOR,
+        ARG_SUBREAPER,
+        ARG_SUCCESS_STATUS,
+        ARG_NETNS,
+        ARG_SHARE,
+        ARG_SHARE_LINGER,
+        ARG_STATUS,
+        ARG_STOP,
+        ARG_VERSION,
+};
+
+enum option_flag {
+        /* The server's: two --share callers must agree on it
+         * (config_describe() describes it). */
+        OPTION_IDENTITY = 1 << 0,
+        /* Each --share caller's own (its output, its verbosity, its
+         * lifetime): never part of the server's description. */
+        OPTION_CALLER = 1 << 1,
+        /* Neither: refused with --share, or no server at all (--exec,
+         * --accept, --inetd, --share itself, --status, --stop, --help,
+         * --version). */
+};
+
+struct option_def {
+        const char *name;    /* the long name, without "--" */
+        int key;             /* the short letter, or an ARG_* */
+        int has_arg;         /* getopt's no_argument, required_argument, optional_argument */
+        const char *arg;     /* the argument's name in --help: "PATH", "[=FORMAT]" */
+        const char *section; /* a heading --help puts before it ("": a blank line) */
+        unsigned flags;      /* enum option_flag */
+        const char *help;    /* --help's text, a line per '\n' */
+};
+
+extern const struct option_def option_defs[];
+extern const size_t n_option_defs;
+
+/* getopt_long's table and optstring ("+:" and the short letters), made
+ * from option_defs once. */
+const struct option *options_getopt_table(void);
+const char *options_optstring(void);
+
+/* --help, as prebind prints it. */
+void options_help(FILE *f, const char *program);
