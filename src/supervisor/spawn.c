@@ -95,41 +95,81 @@ static int prepare_child(const struct spawn_plan *plan, int *keep[], size_t n_ke
         return 0;
 }
 
+/* The trial's grandchild: traced, stopped once (so that the tracer can
+ * ask for the exec event), then the exec; errno over the pipe if it fails. */
+static _Noreturn void trial_grandchild(char **command, char **envp, pid_t parent, int report) {
+        int err;
+
+        /* A tracer killed meanwhile (prebind was) leaves no stopped
+         * COMMAND behind: PTRACE_O_EXITKILL from the first stop on, the
+         * parent-death signal before it. */
+        if (die_with_parent(SIGKILL, parent) == 0 && ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0 &&
+            raise(SIGSTOP) == 0) {
+                environ = envp;
+                execvp(command[0], command);
+                err = errno;
+                (void) !write(report, &err, sizeof err);
+        }
+        _exit(EXIT_PREBIND_FAILED);
+}
+
+/* Trace the grandchild until its exec (true) or its end (false). Every
+ * stop but the exec event is let go on without its signal: a signal that
+ * reaches a traced process stops it until its tracer acts (a terminal's
+ * SIGWINCH, a group's SIGCONT), and the tracer waits on nothing else. */
+static bool trial_reached_exec(pid_t pid) {
+        bool options_set = false;
+        int status;
+
+        for (;;) {
+                if (waitpid(pid, &status, __WALL) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return false;
+                }
+                if (!WIFSTOPPED(status))
+                        return false;
+                if (status >> 8 == (SIGTRAP | (PTRACE_EVENT_EXEC << 8)))
+                        return true;
+                /* The first stop is its raise(SIGSTOP), or a signal
+                 * before it: still before the exec either way. */
+                if (!options_set)
+                        options_set = ptrace(PTRACE_SETOPTIONS, pid, NULL,
+                                             (void *) (long) (PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL)) == 0;
+                if (!options_set || ptrace(PTRACE_CONT, pid, NULL, NULL) < 0)
+                        return false;
+        }
+}
+
 /* In the child, before anything is published: would COMMAND's exec
  * succeed? A trial exec, in a grandchild that asks to be traced, so that
- * after a successful exec the kernel stops it (SIGTRAP) before the new
- * program's first instruction; it is killed there. A failed one reports
- * errno over a close-on-exec pipe, whose EOF means success. Returns the
- * errno of a failed exec, or 0: it would run, or the trial cannot tell
- * (no ptrace here; EPERM: an LSM that refuses a traced exec). */
+ * a successful exec stops it (the exec event) before the new program's
+ * first instruction; it is killed there. A failed one reports errno over
+ * a close-on-exec pipe before it exits. Returns the errno of a failed
+ * exec, or 0: it would run, or the trial cannot tell (no ptrace here;
+ * EPERM: an LSM that refuses a traced exec). */
 static int trial_exec(char **command, char **envp) {
         int report[2], err = 0, status;
         pid_t parent = getpid(), pid;
 
-        if (pipe2(report, O_CLOEXEC) < 0)
+        if (pipe2(report, O_CLOEXEC | O_NONBLOCK) < 0)
                 return 0;
         pid = fork();
         if (pid == 0) {
                 close(report[0]);
-                /* A child killed meanwhile (prebind was) leaves no stopped
-                 * COMMAND behind. */
-                if (die_with_parent(SIGKILL, parent) == 0 && ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0) {
-                        environ = envp;
-                        execvp(command[0], command);
-                        err = errno;
-                        (void) !write(report[1], &err, sizeof err);
-                }
-                _exit(EXIT_PREBIND_FAILED);
+                trial_grandchild(command, envp, parent, report[1]);
         }
         close(report[1]);
-        if (pid > 0 && read(report[0], &err, sizeof err) != sizeof err)
-                err = 0;
-        close(report[0]);
         if (pid > 0) {
+                /* Not at the exec: it has exited (or cannot be traced), and
+                 * what it wrote before is in the pipe. */
+                if (!trial_reached_exec(pid) && read(report[0], &err, sizeof err) != sizeof err)
+                        err = 0;
                 (void) kill(pid, SIGKILL);
                 while (waitpid(pid, &status, __WALL) == pid && !WIFEXITED(status) && !WIFSIGNALED(status))
                         ;
         }
+        close(report[0]);
         return err == EPERM ? 0 : err;
 }
 
@@ -222,8 +262,17 @@ static int read_report(int fd) {
 }
 
 int spawn_check(struct spawned *s) {
+        ssize_t k;
+        int err = 0;
+
         s->checked = true;
-        return read_report(s->error_fd);
+        do
+                k = read(s->error_fd, &err, sizeof err);
+        while (k < 0 && errno == EINTR);
+        /* EOF before the verdict: the child failed before its trial
+         * (entering the namespace, laying out the fds: it said why, and
+         * exits 125). Nothing is published for it. */
+        return k == sizeof err ? -err : -ECHILD;
 }
 
 int spawn_release(struct spawned *s) {

@@ -62,8 +62,9 @@ struct spawned {
 int spawn_child(const struct spawn_plan *plan, struct spawned *ret);
 
 /* How the trial exec went: 0 when COMMAND can be run (or the trial could
- * not tell), or -errno of the exec that failed: the child has then exited
- * 126/127 (reap it). Before anything is published. */
+ * not tell), -errno of the exec that failed (the child has then exited
+ * 126/127: reap it), or -ECHILD when the child failed before its trial
+ * (it said why; it exits 125). Before anything is published. */
 int spawn_check(struct spawned *s);
 
 /* Let the child exec (open the gate), and wait for the outcome (the

@@ -378,7 +378,7 @@ static int start_command(struct supervisor *s) {
         s->generation = ++s->n_started;
         s->child = s->gate.pid;
         r = spawn_check(&s->gate);
-        return r < 0 ? never_ran(s, r, true) : 0;
+        return r < 0 ? never_ran(s, r, r != -ECHILD) : 0;
 }
 
 /* Let the new COMMAND exec; or, when publishing it failed (published <

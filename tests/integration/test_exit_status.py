@@ -7,6 +7,7 @@ import os
 import signal
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -88,6 +89,33 @@ def test_command_that_cannot_run_publishes_nothing(tmp_path, mode, case):
     out = run([*mode, "--print", f"--port-file={watched}/port", "--", command])
     assert (out.returncode, out.stderr, out.stdout) == (status, f"prebind: cannot run '{command}': {why}\n", "")
     assert events() == [] and os.listdir(watched) == []
+
+
+@pytest.mark.parametrize("mode", [[], ["--exec"]], ids=["supervise", "exec"])
+def test_signals_during_the_trial_exec_do_not_hang_it(mode):
+    """The trial exec's grandchild is traced: any signal that reaches it
+    (a terminal's SIGWINCH to the foreground group, here a flood of them)
+    stops it until its tracer lets it go on. prebind must still start
+    COMMAND every time. A PATH of 4000 missing directories makes the
+    trial long enough for the signals to land in it."""
+    env = dict(os.environ, PATH=":".join(f"/nonexistent-{i}" for i in range(4000)) + ":/usr/bin:/bin")
+    for _ in range(20):
+        p = subprocess.Popen([PREBIND, *mode, "--print", "--", "true"], env=env, start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while p.poll() is None and time.monotonic() < deadline:
+                try:
+                    os.killpg(p.pid, signal.SIGWINCH)
+                except ProcessLookupError:
+                    break
+            assert p.wait(timeout=TIMEOUT) == 0, p.stderr.read()
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
 
 
 def test_restart_whose_exec_fails_ends_with_its_status(tmp_path):
