@@ -324,9 +324,14 @@ static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
  * on): they are a retiree now, with its grace and the guard. Not the
  * group of the one that serves beside a new one. */
 static void retire_group_left(struct supervisor *s) {
-        if (s->child > 0 || s->group <= 0 || s->group == s->previous || !group_left(s))
+        if (s->child > 0 || s->group <= 0 || s->group == s->previous)
                 return;
-        retire(s, s->group, -1, s->generation, s->config->kill_after_usec ?: RETIREE_GRACE_USEC, true);
+        /* Gone meanwhile: the guard no longer watches it either (its
+         * number may be another group's soon). */
+        if (!group_left(s))
+                guard_unwatch(s->job->guard, s->group);
+        else
+                retire(s, s->group, -1, s->generation, s->config->kill_after_usec ?: RETIREE_GRACE_USEC, true);
         s->group = 0;
 }
 
@@ -496,6 +501,22 @@ static int start_failed(struct supervisor *s, int r) {
         return LC_START_FAILED;
 }
 
+/* COMMAND exited and left members of its --group: they are told to stop.
+ * When a new COMMAND follows (now, or after the delay), they are a
+ * retiree from here on (a kill timer, signalled with the others, the
+ * guard's until they are gone), and s->group is free for the next one's;
+ * otherwise prebind ends, or drains them. */
+static void term_group_left(struct supervisor *s, bool next_follows) {
+        log_debug("'%s' exited; stopping the rest of its process group %d", command_name(s), (int) s->group);
+        if (next_follows) {
+                retire_group_left(s);
+                return;
+        }
+        (void) signal_process(s->group, true, SIGTERM);
+        /* Stopped members would not see it before SIGCONT. */
+        (void) signal_process(s->group, true, SIGCONT);
+}
+
 /* Carry out a transition's actions, in the order of enum lc_action.
  * Returns the event they caused (a new COMMAND spawned, or a start that
  * failed), or -1. */
@@ -535,12 +556,8 @@ static int act(struct supervisor *s, unsigned actions) {
         if (actions & LC_ACT_GIVE_UP)
                 log_error("'%s' was restarted %u times within %.1fs: giving up", command_name(s), c->restart_burst,
                           (double) c->restart_interval_usec / USEC_PER_SEC);
-        if (actions & LC_ACT_TERM_GROUP) {
-                log_debug("'%s' exited; stopping the rest of its process group %d", command_name(s), (int) s->group);
-                (void) signal_process(s->group, true, SIGTERM);
-                /* Stopped members would not see it before SIGCONT. */
-                (void) signal_process(s->group, true, SIGCONT);
-        }
+        if (actions & LC_ACT_TERM_GROUP)
+                term_group_left(s, actions & (LC_ACT_ARM_RESTART | LC_ACT_START));
         if (actions & LC_ACT_KILL_GROUP) {
                 log_info("process group %d still running after --kill-after, sending SIGKILL", (int) s->group);
                 (void) signal_process(s->group, true, SIGKILL);

@@ -225,11 +225,13 @@ class Prebind:
         return self._err_early.decode(errors="replace")
 
     def stderr_text(self, timeout=5):
-        """What prebind wrote on stderr, once it has exited. Bounded: an
-        orphan that still holds the pipe must not hang the test."""
+        """What prebind wrote on stderr (what wait_stderr() read included),
+        once it has exited. Bounded: an orphan that still holds the pipe
+        must not hang the test."""
         if self.proc.poll() is None or self.proc.stderr is None:
             return ""
-        fd, data = self.proc.stderr.fileno(), b""
+        fd, data = self.proc.stderr.fileno(), self._err_early
+        self._err_early = b""
         deadline = time.monotonic() + timeout
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
@@ -265,7 +267,7 @@ class Prebind:
                 self.proc.kill()
                 self.proc.wait(timeout=TIMEOUT)
         if self.proc.stderr and not self.proc.stderr.closed:
-            self.err += self._err_early.decode(errors="replace") + self.stderr_text()
+            self.err += self.stderr_text()
         for f in (self.proc.stdout, self.proc.stderr, self.proc.stdin):
             if f:
                 f.close()

@@ -167,3 +167,45 @@ def test_ready_is_waited_for_again_after_each_restart(start, tmp_path):
     err = p.err
     assert "is reloading" in err, err  # the inner prebind told its manager RELOADING=1
     assert err.count(f"READY=1 from pid {inner}") == 2, err  # ...and READY=1 again
+
+
+# A member of COMMAND's group that ignores SIGTERM and says its pid.
+STUBBORN_MEMBER = ("import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                   "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)")
+
+
+def test_a_group_left_during_the_restart_delay_is_stopped_before_prebind_exits(start, tmp_path):
+    """--group --restart: COMMAND exits and leaves a member that ignores
+    SIGTERM; prebind is told to stop during the restart delay. The member
+    is a retiree: SIGKILL after its grace, and prebind exits only then
+    (it exited at once, and the member outlived it)."""
+    member_pid = tmp_path / "member"
+    p = start(["-v", "--group", "--restart=always", "--restart-delay=60s", "--kill-after=1s", "--", "sh", "-c",
+               f'"$0" -c "{STUBBORN_MEMBER}" {member_pid} & sleep 0.5; exit 1', PYTHON])
+    p.wait_stderr("told to stop")
+    assert wait_for(member_pid.exists)
+    member = int(member_pid.read_text())
+    p.send(signal.SIGTERM)
+    try:
+        assert p.wait() == 1
+        assert not pid_alive(member), "the member outlived prebind"
+    finally:
+        if pid_alive(member):
+            os.kill(member, signal.SIGKILL)
+
+
+def test_restarts_leave_the_guard_no_group_of_an_ended_generation(start):
+    """--group --restart: each COMMAND leaves a member that SIGTERM ends
+    during the restart delay. When prebind is SIGKILLed after a few
+    restarts, its guard stops the one generation alive, and signals no
+    process group of the ended ones (their numbers may be anyone's by
+    then: it stopped them all, one a generation)."""
+    p = start(["-v", "--group", "--restart=always", "--restart-limit=0", "--restart-delay=200ms", "--", "sh", "-c",
+               "sleep 60 & sleep 0.3; exit 1"])
+    p.wait_stderr("restarting it", count=4)
+    p.send(signal.SIGKILL)  # (SIGKILL: the guard stops what is left)
+    p.wait()
+    # Everything the guard wrote: it holds stderr until it is done. One
+    # line (none if the kill came in a restart delay, with nothing alive).
+    err = p.stderr_text(timeout=TIMEOUT)
+    assert err.count("was killed: stopping") <= 1, err
