@@ -301,6 +301,9 @@ def test_watch_a_hundred_saves_reload_debounced_with_no_failed_request(start, tm
                 time.sleep(0.01)
             assert load.wait_generation(2 + burst), (burst, load.latest())
             time.sleep(0.5)  # settled: the next burst is a new reload
+        # No reload under way when it stops (a split burst makes one
+        # more): a generation stopped while it starts dies of SIGTERM.
+        assert wait_for(lambda: load.latest() == generation_file(state)), (load.latest(), generation_file(state))
     assert load.failed == 0, load.errors[:5]
     assert load.slowest < WAITED_FOR, load.slowest
     reloads = generation_file(state) - 1
