@@ -518,7 +518,7 @@ bool intercept_seccomp_all_claimed(const struct intercept_seccomp *s) {
 
 /* The index-th number (0: the first) of the line that starts with key
  * ("Tgid:", "Uid:") in a /proc/PID/status text. */
-static int status_number(const char *status, const char *key, unsigned index, long *ret) {
+static int status_number(const char *status, const char *key, unsigned index, unsigned long long *ret) {
         size_t klen = strlen(key);
 
         for (const char *line = status; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
@@ -528,13 +528,13 @@ static int status_number(const char *status, const char *key, unsigned index, lo
                         continue;
                 for (unsigned i = 0;; i++) {
                         char *end;
-                        long v;
+                        unsigned long long v;
 
                         p += strspn(p, " \t");
                         if (*p < '0' || *p > '9')
                                 return -EINVAL;
                         errno = 0;
-                        v = strtol(p, &end, 10);
+                        v = strtoull(p, &end, 10);
                         if (errno || (*end && !strchr(" \t\n", *end)))
                                 return -EINVAL;
                         if (i == index) {
@@ -548,20 +548,22 @@ static int status_number(const char *status, const char *key, unsigned index, lo
 }
 
 int intercept_seccomp_parse_tgid(const char *status, pid_t *ret) {
-        long v;
+        unsigned long long v;
 
-        if (status_number(status, "Tgid:", 0, &v) < 0 || v <= 0 || v > INT32_MAX)
+        if (status_number(status, "Tgid:", 0, &v) < 0 || v == 0 || v > INT32_MAX)
                 return -EINVAL;
         *ret = (pid_t) v;
         return 0;
 }
 
 int intercept_seccomp_parse_ids(const char *status, uid_t *ret_uid, gid_t *ret_gid) {
-        long uid, gid;
+        unsigned long long uid, gid;
 
-        /* The effective ids: what SO_PEERCRED reports of a broker's peer. */
+        /* The effective ids: what SO_PEERCRED reports of a broker's peer.
+         * As unsigned long long: ids go up to 2^32 - 2, which a 32-bit
+         * long cannot hold ((uid_t) -1 is no id). */
         if (status_number(status, "Uid:", 1, &uid) < 0 || status_number(status, "Gid:", 1, &gid) < 0 ||
-            uid >= (long) UINT32_MAX || gid >= (long) UINT32_MAX)
+            uid >= UINT32_MAX || gid >= UINT32_MAX)
                 return -EINVAL;
         *ret_uid = (uid_t) uid;
         *ret_gid = (gid_t) gid;

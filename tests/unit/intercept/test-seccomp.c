@@ -58,6 +58,12 @@ START_TEST(test_parse_ids) {
         ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1\t2\n", &uid, &gid), -EINVAL);
         ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1\t2x\nGid:\t1\t2\n", &uid, &gid), -EINVAL);
         ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1\t4294967295\nGid:\t1\t2\n", &uid, &gid), -EINVAL);
+        /* Above 2^31, where a 32-bit long ends. */
+        ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1\t3000000000\nGid:\t1\t4294967294\n", &uid, &gid), 0);
+        ck_assert_uint_eq(uid, 3000000000U);
+        ck_assert_uint_eq(gid, 4294967294U);
+        ck_assert_int_eq(intercept_seccomp_parse_ids("Uid:\t1\t99999999999999999999999\nGid:\t1\t2\n", &uid, &gid),
+                         -EINVAL);
 }
 END_TEST
 
