@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <linux/kcmp.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
@@ -693,7 +694,18 @@ static void caller_done(struct caller *c) {
 static int open_thread_pidfd(pid_t tid, pid_t tgid) {
         int fd = (int) syscall(SYS_pidfd_open, tid, SC_PIDFD_THREAD);
 
-        return fd >= 0 ? fd : errno == EINVAL ? open_pidfd(tgid) : -errno;
+        if (fd >= 0)
+                return fd;
+        if (errno != EINVAL)
+                return -errno;
+        /* Before Linux 6.9 (no PIDFD_THREAD) only the thread group's
+         * pidfd: its descriptor table is the binding thread's only when
+         * the two share one (not after unshare(CLONE_FILES), nor once
+         * the main thread has exited). Deciding on another table's file
+         * at that number would be deciding on the wrong file. */
+        if (tid != tgid && syscall(SYS_kcmp, tgid, tid, KCMP_FILES, 0, 0) != 0)
+                return -EXDEV;
+        return open_pidfd(tgid);
 }
 
 /* Pin the caller of req and read its sockaddr into addr (want bytes).
@@ -961,6 +973,8 @@ int intercept_seccomp_dispatch(struct intercept_seccomp *s) {
 static const char *unreadable_why(int r) {
         if (r == -EPERM && geteuid() != 0)
                 return "a non-root prebind cannot read a non-dumpable process";
+        if (r == -EXDEV)
+                return "before Linux 6.9 a thread with a descriptor table of its own cannot be read";
         return strerror(-r);
 }
 
