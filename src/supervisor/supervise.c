@@ -100,6 +100,11 @@ static void signal_command(struct supervisor *s, int sig) {
  * started) until nothing of it is left. */
 static int on_retiree_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata);
 
+/* A generation told to stop has --kill-after, or RETIREE_GRACE_USEC. */
+static uint64_t retiree_grace(const struct supervisor *s) {
+        return s->config->kill_after_usec ?: RETIREE_GRACE_USEC;
+}
+
 static void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generation, uint64_t kill_usec, bool reaped) {
         struct retiree *t = malloc(sizeof *t), **grown;
         int r;
@@ -331,7 +336,7 @@ static void retire_group_left(struct supervisor *s) {
         if (!group_left(s))
                 guard_unwatch(s->job->guard, s->group);
         else
-                retire(s, s->group, -1, s->generation, s->config->kill_after_usec ?: RETIREE_GRACE_USEC, true);
+                retire(s, s->group, -1, s->generation, retiree_grace(s), true);
         s->group = 0;
 }
 
@@ -486,8 +491,7 @@ static void drop_next(struct supervisor *s) {
 static void retire_previous(struct supervisor *s) {
         if (s->previous <= 0)
                 return;
-        retire(s, s->previous, s->previous_pidfd, s->previous_generation,
-               s->config->kill_after_usec ?: RETIREE_GRACE_USEC, false);
+        retire(s, s->previous, s->previous_pidfd, s->previous_generation, retiree_grace(s), false);
         s->previous = 0;
         s->previous_pidfd = -1;
         readiness_set_command(s->job->readiness, s->child, 0);
@@ -649,8 +653,7 @@ static void previous_exited(struct supervisor *s, int status) {
         s->previous_pidfd = -1;
         /* Its --group's members, if any are left, stop as a retiree's. */
         if (s->config->group && kill(-s->previous, 0) == 0)
-                retire(s, s->previous, -1, s->previous_generation, s->config->kill_after_usec ?: RETIREE_GRACE_USEC,
-                       true);
+                retire(s, s->previous, -1, s->previous_generation, retiree_grace(s), true);
         else
                 guard_unwatch(s->job->guard, s->previous);
         s->previous = 0;
