@@ -14,7 +14,6 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <linux/kcmp.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
@@ -126,6 +125,12 @@ _Static_assert(SC_FLAG_SPEC_ALLOW == SECCOMP_FILTER_FLAG_SPEC_ALLOW, "SPEC_ALLOW
 #endif
 /* pidfd_open()'s PIDFD_THREAD (Linux 6.9): O_EXCL. */
 #define SC_PIDFD_THREAD O_EXCL
+/* kcmp(2)'s KCMP_FILES: do two tasks share a descriptor table? */
+#define SC_KCMP_FILES 2
+#if __has_include(<linux/kcmp.h>)
+#include <linux/kcmp.h>
+_Static_assert(SC_KCMP_FILES == KCMP_FILES, "KCMP_FILES");
+#endif
 
 /* Decoys handed out lately: a bind restarted on one is answered 0. */
 #define DECOYS_MAX 8
@@ -462,7 +467,7 @@ static void drop_listener(struct generation *g) {
         for (size_t i = 0; i < s->n_generations; i++)
                 if (s->generations[i] == g) {
                         memmove(s->generations + i, s->generations + i + 1,
-                                (s->n_generations - i - 1) * sizeof *s->generations);
+                                (s->n_generations - i - 1) * sizeof(struct generation *));
                         s->n_generations--;
                         break;
                 }
@@ -474,7 +479,7 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
         struct generation **grown, *last = newest(s);
         int fd = receive_listener(s), r = 0;
 
-        if (!g || !(grown = realloc(s->generations, (s->n_generations + 1) * sizeof *grown))) {
+        if (!g || !(grown = realloc(s->generations, (s->n_generations + 1) * sizeof(struct generation *)))) {
                 if (fd >= 0)
                         close(fd);
                 return -ENOMEM;
@@ -703,7 +708,7 @@ static int open_thread_pidfd(pid_t tid, pid_t tgid) {
          * the two share one (not after unshare(CLONE_FILES), nor once
          * the main thread has exited). Deciding on another table's file
          * at that number would be deciding on the wrong file. */
-        if (tid != tgid && syscall(SYS_kcmp, tgid, tid, KCMP_FILES, 0, 0) != 0)
+        if (tid != tgid && syscall(SYS_kcmp, tgid, tid, SC_KCMP_FILES, 0, 0) != 0)
                 return -EXDEV;
         return open_pidfd(tgid);
 }

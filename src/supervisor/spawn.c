@@ -133,9 +133,13 @@ static bool trial_reached_exec(pid_t pid) {
                         return true;
                 /* The first stop is its raise(SIGSTOP), or a signal
                  * before it: still before the exec either way. */
-                if (!options_set)
-                        options_set = ptrace(PTRACE_SETOPTIONS, pid, NULL,
-                                             (void *) (long) (PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL)) == 0;
+                if (!options_set) {
+                        long options = PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL;
+
+                        /* ptrace(2) takes the options as its data pointer. */
+                        // NOLINTNEXTLINE(performance-no-int-to-ptr)
+                        options_set = ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *) options) == 0;
+                }
                 if (!options_set || ptrace(PTRACE_CONT, pid, NULL, NULL) < 0)
                         return false;
         }

@@ -195,8 +195,11 @@ static int add_name(struct watch *w, const char *dir, const char *name, size_t r
         return 0;
 }
 
-static void join(char *buf, size_t size, const char *dir, const char *name) {
-        snprintf(buf, size, "%s%s%s", dir, *dir && dir[strlen(dir) - 1] != '/' ? "/" : "", name);
+/* dir/name into buf; false when it does not fit (no such path is watched). */
+static bool join(char *buf, size_t size, const char *dir, const char *name) {
+        int n = snprintf(buf, size, "%s%s%s", dir, *dir && dir[strlen(dir) - 1] != '/' ? "/" : "", name);
+
+        return n >= 0 && (size_t) n < size;
 }
 
 /* A directory and every one below it that is not ignored. With found,
@@ -237,8 +240,8 @@ static int add_tree(struct watch *w, const char *path, const char *rel, size_t r
 
                 if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
                         continue;
-                join(sub, sizeof sub, path, e->d_name);
-                join(subrel, sizeof subrel, rel, e->d_name);
+                if (!join(sub, sizeof sub, path, e->d_name) || !join(subrel, sizeof subrel, rel, e->d_name))
+                        continue;
                 if (watch_ignored(w->o.ignore, w->o.n_ignore, w->o.ignore_defaults, subrel))
                         continue;
                 if (e->d_type == DT_UNKNOWN && lstat(sub, &st) == 0)
@@ -298,8 +301,8 @@ static int add_names(struct watch *w, const char *path, size_t root, int *hops) 
                 target[n] = '\0';
                 if (target[0] == '/')
                         snprintf(cur, sizeof cur, "%s", target);
-                else
-                        join(cur, sizeof cur, dir, target);
+                else if (!join(cur, sizeof cur, dir, target))
+                        return 0;
         }
         return 0;
 }
@@ -434,8 +437,8 @@ static void handle(struct watch *w, const struct inotify_event *ev) {
         }
         if (ev->len == 0 || !wanted(d, ev->name))
                 return;
-        join(path, sizeof path, d->path, ev->name);
-        join(rel, sizeof rel, d->rel, ev->name);
+        if (!join(path, sizeof path, d->path, ev->name) || !join(rel, sizeof rel, d->rel, ev->name))
+                return;
         if (mark_stale(w, d, ev)) {
                 /* A root is no glob's to ignore. */
                 rewatch_stale(w);

@@ -171,7 +171,7 @@ static void scenario_refused(unsigned wanted, unsigned handed) {
         CHECK(local_port(a) != handed, "a refused claim got prebind's socket");
 }
 
-static void die(const char *what, unsigned port) {
+static _Noreturn void die(const char *what, unsigned port) {
         fprintf(stderr, "intercept-client: %s of port %u: %s\n", what, port, errno ? strerror(errno) : "another port");
         exit(1);
 }

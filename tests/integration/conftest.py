@@ -172,9 +172,13 @@ class Prebind:
     """A running prebind with its stdout as a pipe."""
 
     def __init__(self, args, **kwargs):
+        self._run([PREBIND] + list(args), **kwargs)
+
+    def _run(self, argv, **kwargs):
+        """Start argv (prebind, or what runs it) with stdout and stderr as pipes."""
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
-        self.args = [PREBIND] + list(args)
+        self.args = argv
         self.proc = subprocess.Popen(self.args, **kwargs)
         self._buffer = b""
         self._err_early = b""  # stderr read by wait_stderr(), while it runs

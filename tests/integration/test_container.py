@@ -38,10 +38,7 @@ class Container(Prebind):
     """`unshare --pid --fork --root=ROOT /prebind ARGS`: prebind is PID 1."""
 
     def __init__(self, root, args):
-        self.args = ["unshare", "--pid", "--fork", "--kill-child", "--mount", f"--root={root}", "/prebind", *args]
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self._buffer = b""
-        self.err = ""
+        self._run(["unshare", "--pid", "--fork", "--kill-child", "--mount", f"--root={root}", "/prebind", *args])
 
     def children(self, pid):
         try:
