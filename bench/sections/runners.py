@@ -121,7 +121,8 @@ def install_npm(ctx):
     # proxy and CA settings (NODE_EXTRA_CA_CERTS, npm_config_*, HTTPS_PROXY).
     env = dict(os.environ, npm_config_audit="false", npm_config_fund="false",
                npm_config_update_notifier="false")
-    argv = [npm, "install", "--silent", "--no-save", "--prefer-offline", "--fetch-retries=1",
+    argv = [npm, "install", "--loglevel=error", "--no-save", "--prefer-offline",
+            "--fetch-retries=%d" % (0 if ctx.smoke else 1),
             "--fetch-timeout=%d" % (10000 if ctx.smoke else 20000), "--prefix", d] + NPM_PACKAGES
     try:
         r = run(argv, 30 if ctx.smoke else 90, env=env)
@@ -129,7 +130,7 @@ def install_npm(ctx):
         raise Skip("npm install %s: %s" % (" ".join(NPM_PACKAGES), e))
     if r.returncode != 0:
         raise Skip("npm install %s failed (no npm registry here?): %s"
-                   % (" ".join(NPM_PACKAGES), (r.stderr.strip().splitlines() or ["?"])[-1]))
+                   % (" ".join(NPM_PACKAGES), " ".join(r.stderr.strip().splitlines()[:2]) or "?"))
     return node, os.path.join(d, "node_modules")
 
 
@@ -167,7 +168,9 @@ def bench(ctx, sec):
                      "bench/runners/glue/ (only counted): the same fixtures (a server per worker or file, "
                      "one for the run) with get-port + spawn + wait-on (start-server.js counted in each "
                      "project), and testcontainers' GenericContainer as its documentation writes it, with "
-                     "the Dockerfile it needs.")
+                     "the Dockerfile it needs. Per test file: the test file with the most glue; it is one "
+                     "line per server the file uses, and its import (Jest's sample files use three: their "
+                     "own, their worker's, the run's; node:test's two).")
     sec.summary.append(["glue lines, Vitest project (js/samples/vitest)", "%d" % totals["vitest"][0],
                         "get-port + wait-on %d" % totals["vitest"][1],
                         ratio(totals["vitest"][0], totals["vitest"][1]), "—", "—"])
