@@ -139,8 +139,11 @@ def time_starts(ctx, node, modules):
     n = 3 if ctx.smoke else 40
     env = dict(ENV, PREBIND=ctx.prebind)
     driver = os.path.join(TOP, "bench", "runners", "driver.mjs")
-    r = run([node, driver, str(n), os.path.join(TOP, "js", "prebind", "index.mjs"), modules],
-            30 + n * 3, env=env)
+    # Under timeout(1), which kills its process group when it expires: the
+    # servers the driver spawned by hand too, even if bench/run is killed.
+    limit = 30 + n * 3
+    r = run(["/usr/bin/timeout", "-k", "5", str(limit), node, driver, str(n),
+             os.path.join(TOP, "js", "prebind", "index.mjs"), modules], limit + 10, env=env)
     if r.returncode != 0:
         raise BenchError("driver.mjs exited %d: %s" % (r.returncode, r.stderr.strip()[-600:]))
     samples, url_ms = {}, []
