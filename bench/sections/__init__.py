@@ -24,6 +24,7 @@ SECTIONS = [
     ("forward", "11. Forwarding into a namespace (--netns --intercept)"),
     ("static", "12. The static binary: prebind-static next to tini-static"),
     ("share", "13. --share: attaching to a shared server"),
+    ("runners", "14. Test runners: glue and start-up"),
     ("profile", "Launch profile: where prebind's time goes"),
 ]
 # Sections that --smoke leaves out unless --only names them.

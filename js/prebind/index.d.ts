@@ -72,7 +72,8 @@ export declare class Server {
   wait(): Promise<number>;
   /** Stop the server; resolves to prebind's exit status; rejects with ServerExited if it had died. */
   stop(): Promise<number>;
-  [Symbol.asyncDispose](): Promise<number>;
+  /** `await using server = await start(...)`: stop() at the end of the scope (void: TypeScript's AsyncDisposable). */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 export declare class PrebindError extends Error {}

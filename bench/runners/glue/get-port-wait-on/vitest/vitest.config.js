@@ -1,0 +1,1 @@
+    globalSetup: ['./global-setup.js'],

@@ -1,0 +1,2 @@
+import { test } from '../fixtures.js';
+    const shared = inject('server');
