@@ -48,8 +48,10 @@ func TestHold(t *testing.T) {
 }
 `
 
-// kill -9 of go test: within 2 s no test binary, prebind or server is
-// left, no port listens and the test binaries' TMPDIR is empty.
+// kill -9 of go test: soon no test binary, prebind or server is left, no
+// port listens and the test binaries' TMPDIR is empty. About a second
+// here (logged); what fails is anything left after 20 s, a bound a loaded
+// machine does not reach, where nothing dies with go test.
 func TestKillGoTestLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module: not with -short")
@@ -132,15 +134,17 @@ func TestKillGoTestLeavesNothing(t *testing.T) {
 	<-exited
 	exited <- nil
 	var left []string
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	killed := time.Now()
+	for deadline := killed.Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		left = leftovers(pids, ports, filepath.Join(dir, "tmp"))
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
 	}
 	if len(left) > 0 {
-		t.Fatalf("2 s after kill -9 of go test: %s", strings.Join(left, ", "))
+		t.Fatalf("20 s after kill -9 of go test: %s", strings.Join(left, ", "))
 	}
+	t.Logf("kill -9 of go test: nothing left after %v", time.Since(killed).Round(time.Millisecond))
 }
 
 // module writes a Go module that uses this checkout's prebindtest, with
