@@ -66,10 +66,11 @@ LIVE = set()          # pids of session leaders we started and have not reaped
 LOG_FD = None         # stderr of measured commands (a file in the work dir)
 
 
-def spawn(argv, stdout_fd=None, stdin_null=True, env=None):
+def spawn(argv, stdout_fd=None, stdin_null=True, env=None, fd3=None):
     """posix_spawn (vfork-like: the cheapest for the harness) in a new session.
-    argv[0] must be absolute.  Returns the pid."""
-    actions = []
+    argv[0] must be absolute; fd3: an fd the child gets as 3.  Returns the
+    pid."""
+    actions = [] if fd3 is None else [(os.POSIX_SPAWN_DUP2, fd3, 3)]
     if stdin_null:
         actions.append((os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0))
     if stdout_fd is not None:
@@ -321,6 +322,24 @@ def supervisor_memory(sups, sleep, nap, reps):
                 code = reap(pid, 5)
                 if code != 0:
                     raise BenchError("%s -- sleep exited %s" % (name, code))
+    return got
+
+
+def peak_rss(cmds, reps):
+    """Peak RSS in kB of each command, as `/usr/bin/time -f %M` reports it
+    (the largest of the command and the descendants it waited for), the
+    commands alternated in a rotating order, reps rounds.  cmds: [(name,
+    argv)].  Returns {name: [kB]}."""
+    timebin = need("time")
+    got = {name: [] for name, _ in cmds}
+    for i in range(reps):
+        k = i % len(cmds)
+        for name, argv in cmds[k:] + cmds[:k]:
+            r = run([timebin, "-f", "%M"] + argv, 30)
+            last = r.stderr.strip().splitlines()[-1:] or [""]
+            if r.returncode != 0 or not last[0].isdigit():
+                raise BenchError("/usr/bin/time -f %%M %s failed: %s" % (name, r.stderr[-300:]))
+            got[name].append(int(last[0]))
     return got
 
 

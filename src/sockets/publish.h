@@ -33,6 +33,11 @@ struct publication {
 int publish_addresses(const struct publish_options *options, const struct bound_socket *sockets, size_t n, pid_t pid,
                       pid_t child_pid, struct guard *guard, struct publication *ret);
 
+/* Does publishing write to a stream COMMAND writes to as well (stdout
+ * with --print; stderr, where the addresses are logged when no option
+ * asks for them)? Then the addresses must go out before COMMAND runs. */
+bool publish_shares_a_stream(const struct publish_options *options);
+
 /* Remove the port file, if it is still the one prebind wrote. */
 void publication_withdraw(struct publication *p);
 

@@ -506,6 +506,10 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
                 .intercept = job->intercept,
                 .death_signal = config_death_signal(job->config),
+                /* Published once, and at the exec only without readiness
+                 * conditions; then only --print must beat COMMAND to it. */
+                .trial = !job->published && !readiness_needed(job->readiness) &&
+                         publish_shares_a_stream(&job->config->publish),
         };
 
         readiness_child_output(job->readiness, &plan.stdout_fd, &plan.stderr_fd);

@@ -229,7 +229,7 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 }
                 /* Nothing is published for a COMMAND that cannot run: the
                  * verdict comes first (0: it can), then the gate. */
-                err = trial_exec(plan->command, plan->env->envp);
+                err = plan->trial ? trial_exec(plan->command, plan->env->envp) : 0;
                 if (err == 0 && intercept_child(plan->intercept, intercept_fd) < 0)
                         _exit(EXIT_PREBIND_FAILED);
                 if (write(error[1], &err, sizeof err) != sizeof err || err != 0)
@@ -250,7 +250,13 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 setpgid(pid, pid);
         close(gate[0]);
         close(error[1]);
-        *ret = (struct spawned) { .pid = pid, .gate_fd = gate[1], .error_fd = error[0] };
+        *ret = (struct spawned) {
+                .pid = pid,
+                .gate_fd = gate[1],
+                .error_fd = error[0],
+                .no_trial = !plan->trial,
+                .group = plan->new_process_group,
+        };
         return 0;
 }
 
@@ -265,29 +271,41 @@ static int read_report(int fd) {
         return k == sizeof err ? -err : 0;
 }
 
+static void open_the_gate(struct spawned *s, bool let_exec) {
+        /* If the child is already gone, the write fails and the read of
+         * its report sees EOF: its exit status then tells what happened. */
+        if (let_exec && s->gate_fd >= 0)
+                (void) !write(s->gate_fd, "", 1);
+        if (s->gate_fd >= 0)
+                close(s->gate_fd);
+        s->gate_fd = -1;
+}
+
 int spawn_check(struct spawned *s) {
         ssize_t k;
         int err = 0;
 
         s->checked = true;
+        /* The child's verdict before its gate: the trial's errno, or 0
+         * (it can run, or no trial was asked for). EOF first: the child
+         * failed before that (entering the namespace, laying out the fds:
+         * it said why, and exits 125); nothing is published for it. */
         do
                 k = read(s->error_fd, &err, sizeof err);
         while (k < 0 && errno == EINTR);
-        /* EOF before the verdict: the child failed before its trial
-         * (entering the namespace, laying out the fds: it said why, and
-         * exits 125). Nothing is published for it. */
-        return k == sizeof err ? -err : -ECHILD;
+        if (k != sizeof err)
+                return -ECHILD;
+        if (err != 0 || !s->no_trial)
+                return -err;
+        /* No trial: the real exec decides. */
+        open_the_gate(s, true);
+        return read_report(s->error_fd);
 }
 
 int spawn_release(struct spawned *s) {
         int err = s->checked ? 0 : spawn_check(s);
 
-        /* If the child is already gone, the write fails and the read below
-         * sees EOF: its exit status then tells what happened. */
-        if (err == 0)
-                (void) !write(s->gate_fd, "", 1);
-        close(s->gate_fd);
-        s->gate_fd = -1;
+        open_the_gate(s, err == 0);
         if (err == 0)
                 err = read_report(s->error_fd);
         close(s->error_fd);
@@ -296,7 +314,10 @@ int spawn_release(struct spawned *s) {
 }
 
 void spawn_abandon(struct spawned *s) {
-        close(s->gate_fd);
+        /* Without a trial, a checked child is COMMAND (or its zombie). */
+        if (s->no_trial && s->checked)
+                (void) kill(s->group ? -s->pid : s->pid, SIGKILL);
+        open_the_gate(s, false);
         close(s->error_fd);
         s->gate_fd = s->error_fd = -1;
         (void) waitpid(s->pid, NULL, 0);

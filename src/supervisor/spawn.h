@@ -34,6 +34,12 @@ struct spawn_plan {
         /* The kernel's parent-death signal for COMMAND (PR_SET_PDEATHSIG):
          * it does not outlive prebind. 0: none (--no-die-with-supervisor). */
         int death_signal;
+        /* Try COMMAND's exec before the gate opens (trial_exec()): only
+         * where the addresses must go out before COMMAND runs, and so
+         * before its real exec can tell whether it runs (--print). Else
+         * the gate opens at once and spawn_check() reports the real exec:
+         * publishing after it is as safe, and costs no second exec. */
+        bool trial;
         /* --netns: join this network namespace (and user namespace, if
          * >= 0) before anything else. */
         bool join_netns;
@@ -48,9 +54,11 @@ struct spawn_plan {
  * that let it exec and report how the exec went. */
 struct spawned {
         pid_t pid;
-        int gate_fd;  /* write one byte to let the child exec */
-        int error_fd; /* first 4 bytes: the trial's errno (0: it ran); then EOF: exec succeeded, or errno */
-        bool checked; /* the trial's report was read (spawn_check()) */
+        int gate_fd;   /* write one byte to let the child exec */
+        int error_fd;  /* first 4 bytes: the trial's errno (0: it ran); then EOF: exec succeeded, or errno */
+        bool checked;  /* the trial's report was read (spawn_check()) */
+        bool no_trial; /* the gate opened in spawn_check(): COMMAND ran if that said 0 */
+        bool group;    /* it leads a process group of its own (--group) */
 };
 
 /* Fork a child that resets its signals, lays out its fds, tries COMMAND's
@@ -64,7 +72,8 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret);
 /* How the trial exec went: 0 when COMMAND can be run (or the trial could
  * not tell), -errno of the exec that failed (the child has then exited
  * 126/127: reap it), or -ECHILD when the child failed before its trial
- * (it said why; it exits 125). Before anything is published. */
+ * (it said why; it exits 125). Before anything is published. Without a
+ * trial (plan->trial false): opens the gate and reports the real exec. */
 int spawn_check(struct spawned *s);
 
 /* Let the child exec (open the gate), and wait for the outcome (the
@@ -75,7 +84,8 @@ int spawn_check(struct spawned *s);
 int spawn_release(struct spawned *s);
 
 /* Do not let it exec after all (publishing failed): closing the gate
- * unopened makes the child exit unexec'd; it is reaped here. */
+ * unopened makes the child exit unexec'd; one that ran already (no
+ * trial) is killed, with its group. It is reaped here. */
 void spawn_abandon(struct spawned *s);
 
 /* --accept: start a COMMAND for one connection, with no gate (nothing is

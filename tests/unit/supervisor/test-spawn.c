@@ -356,10 +356,10 @@ START_TEST(test_exec_failures_are_reported) {
 END_TEST
 
 /* A child at its gate whose COMMAND would create the file marker. */
-static struct spawned spawn_marker(const char *marker, struct child_env *env) {
+static struct spawned spawn_marker(const char *marker, struct child_env *env, bool trial) {
         static char script[256];
         static char *command[] = { "/bin/sh", "-c", script, NULL };
-        struct spawn_plan plan = { .command = command, .env = env };
+        struct spawn_plan plan = { .command = command, .env = env, .trial = trial };
         struct spawned child;
 
         snprintf(script, sizeof script, "echo > '%s'", marker);
@@ -371,7 +371,7 @@ static struct spawned spawn_marker(const char *marker, struct child_env *env) {
 START_TEST(test_gate_holds_until_release) {
         const char *marker = unit_path("ran");
         struct child_env env;
-        struct spawned child = spawn_marker(marker, &env);
+        struct spawned child = spawn_marker(marker, &env, true);
 
         /* The trial exec succeeded, and ran not one instruction of it. */
         ck_assert_int_eq(spawn_check(&child), 0);
@@ -388,7 +388,7 @@ END_TEST
 START_TEST(test_abandon_never_execs_and_reaps) {
         const char *marker = unit_path("ran");
         struct child_env env;
-        struct spawned child = spawn_marker(marker, &env);
+        struct spawned child = spawn_marker(marker, &env, true);
 
         spawn_abandon(&child);
         ck_assert_int_eq(child.gate_fd, -1);
@@ -397,6 +397,32 @@ START_TEST(test_abandon_never_execs_and_reaps) {
         ck_assert_int_eq(waitpid(child.pid, NULL, WNOHANG), -1);
         ck_assert_int_eq(errno, ECHILD);
         ck_assert_int_eq(access(marker, F_OK), -1);
+        child_env_done(&env);
+}
+END_TEST
+
+/* Without a trial the check is the real exec: COMMAND runs once it said
+ * 0, and abandoning it then kills it. */
+START_TEST(test_check_without_trial_is_the_exec) {
+        const char *marker = unit_path("ran");
+        char *command[] = { "/bin/sh", "-c", NULL, NULL };
+        char script[256];
+        struct child_env env;
+        struct spawn_plan plan = { .command = command, .env = &env, .new_process_group = true };
+        struct spawned child;
+
+        snprintf(script, sizeof script, "echo > '%s'; exec sleep 60", marker);
+        command[2] = script;
+        ck_assert_int_eq(child_env_build(NULL, NULL, 0, NULL, 0, &env), 0);
+        ck_assert_int_eq(spawn_child(&plan, &child), 0);
+        ck_assert_int_eq(spawn_check(&child), 0);
+        ck_assert_int_eq(child.gate_fd, -1);
+        /* The file appears once the shell runs: bounded, on the event. */
+        for (int i = 0; i < 2000 && access(marker, F_OK) < 0; i++)
+                usleep(5000);
+        ck_assert_int_eq(access(marker, F_OK), 0);
+        spawn_abandon(&child);
+        ck_assert_int_eq(waitpid(child.pid, NULL, WNOHANG), -1);
         child_env_done(&env);
 }
 END_TEST
@@ -528,6 +554,7 @@ int main(void) {
         tcase_add_checked_fixture(gate, unit_dir_make, unit_dir_remove);
         tcase_add_test(gate, test_exec_failures_are_reported);
         tcase_add_test(gate, test_gate_holds_until_release);
+        tcase_add_test(gate, test_check_without_trial_is_the_exec);
         tcase_add_test(gate, test_abandon_never_execs_and_reaps);
         tcase_add_test(gate, test_new_process_group);
         suite_add_tcase(s, gate);
