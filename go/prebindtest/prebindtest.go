@@ -24,7 +24,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -152,6 +151,7 @@ func start(argv []string, c *config, testDeadline time.Time) (*Server, error) {
 	case err != nil:
 		return nil, s.failed(fmt.Sprintf("reading what prebind published: %v", err), false)
 	case len(data) == 0:
+		// Nothing is published for a command that cannot be run: 126/127.
 		return nil, s.failed("prebind exited without publishing: the server did not start", true)
 	}
 	var published struct {
@@ -168,26 +168,7 @@ func start(argv []string, c *config, testDeadline time.Time) (*Server, error) {
 	for _, so := range s.Sockets {
 		s.Ports = append(s.Ports, so.Port)
 	}
-	if !runnable(argv[0], c.dir) {
-		// prebind publishes before it runs the command: for one that
-		// cannot be run, wait for its own verdict (127, 126), bounded.
-		select {
-		case <-s.exited:
-			return nil, s.failed("prebind could not run the command", false)
-		case <-time.After(grace): // found after all (-E PATH=...)
-		}
-	}
 	return s, nil
-}
-
-// runnable says whether name, the command, is an executable file as
-// prebind will look it up: on PATH, or relative to dir if it has a slash.
-func runnable(name, dir string) bool {
-	if strings.Contains(name, "/") && !filepath.IsAbs(name) && dir != "" {
-		name = filepath.Join(dir, name)
-	}
-	_, err := exec.LookPath(name)
-	return err == nil
 }
 
 // spawn starts prebind with the write end of a pipe as fd 3 (--port-fd=3)

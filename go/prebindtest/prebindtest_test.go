@@ -209,7 +209,7 @@ func TestMistypedCommandFailsAtStartWithPrebindsReason(t *testing.T) {
 			prebindtest.Start(t, argv)
 			t.Errorf("Start returned")
 		})
-		expect(t, msg, "prebindtest: prebind could not run the command", "the command was", "prebind: cannot run '"+argv[0]+"'")
+		expect(t, msg, "prebindtest: prebind exited without publishing", "the command was", "prebind: cannot run '"+argv[0]+"'")
 		if strings.Contains(msg, "Start returned") {
 			t.Errorf("%v: Start returned", argv)
 		}
