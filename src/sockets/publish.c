@@ -107,8 +107,8 @@ int write_file_atomic(const char *path, const char *content, struct guard *guard
         return 0;
 }
 
-bool publish_shares_a_stream(const struct publish_options *options) {
-        return options->print || (!options->port_file && options->port_fd < 0 && log_get_level() >= LOG_LEVEL_INFO);
+bool publish_precedes_command(const struct publish_options *options) {
+        return options->print || options->port_file || options->port_fd >= 0 || log_get_level() >= LOG_LEVEL_INFO;
 }
 
 static void log_addresses(const struct bound_socket *sockets, size_t n) {

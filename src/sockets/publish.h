@@ -33,10 +33,12 @@ struct publication {
 int publish_addresses(const struct publish_options *options, const struct bound_socket *sockets, size_t n, pid_t pid,
                       pid_t child_pid, struct guard *guard, struct publication *ret);
 
-/* Does publishing write to a stream COMMAND writes to as well (stdout
- * with --print; stderr, where the addresses are logged when no option
- * asks for them)? Then the addresses must go out before COMMAND runs. */
-bool publish_shares_a_stream(const struct publish_options *options);
+/* Must the addresses go out before COMMAND runs? When they go to a
+ * stream COMMAND writes to as well (stdout with --print; stderr, where
+ * they are logged), and wherever publishing can fail (a port file, an
+ * fd): a failure must then leave COMMAND unrun. Only a run that
+ * publishes nothing (-q alone) needs no order. */
+bool publish_precedes_command(const struct publish_options *options);
 
 /* Remove the port file, if it is still the one prebind wrote. */
 void publication_withdraw(struct publication *p);

@@ -507,9 +507,9 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .intercept = job->intercept,
                 .death_signal = config_death_signal(job->config),
                 /* Published once, and at the exec only without readiness
-                 * conditions; then only --print must beat COMMAND to it. */
+                 * conditions; then before COMMAND runs, unless nothing is. */
                 .trial = !job->published && !readiness_needed(job->readiness) &&
-                         publish_shares_a_stream(&job->config->publish),
+                         publish_precedes_command(&job->config->publish),
         };
 
         readiness_child_output(job->readiness, &plan.stdout_fd, &plan.stderr_fd);

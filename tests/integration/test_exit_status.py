@@ -125,18 +125,21 @@ def test_signals_during_the_trial_exec_do_not_hang_it(mode):
             p.stderr.close()
 
 
-def test_command_is_executed_once_unless_print_must_come_first(tmp_path):
+@pytest.mark.parametrize("publishing,execs", [([], 1), (["--port-file={dir}/port"], 2), (["--print"], 2)],
+                         ids=["nothing", "port-file", "print"])
+def test_command_is_executed_once_unless_the_addresses_must_come_first(tmp_path, publishing, execs):
     """The trial exec (a traced grandchild, killed at the exec) is for
-    --print alone, whose addresses must beat COMMAND to stdout; a port
-    file is written after the real exec said COMMAND runs, with no second
-    exec. Each exec opens and closes the file: two events (inotify
-    merges only identical events in a row)."""
-    srv, port_file = tmp_path / "srv", tmp_path / "port"
+    addresses that must be out before COMMAND runs: --print, which must
+    beat COMMAND to stdout, and a port file or fd, whose failure must
+    leave COMMAND unrun. With nothing to publish (-q alone) the real exec
+    is the only one. Each exec opens and closes the file: two events
+    (inotify merges only identical events in a row)."""
+    srv = tmp_path / "srv"
     shutil.copy("/usr/bin/true", srv)
     in_open, in_close_nowrite = 0x20, 0x10
     events = watch_events(srv, in_open | in_close_nowrite)
-    out = run(["-q", f"--port-file={port_file}", "--", str(srv)])
-    assert (out.returncode, out.stderr, events()) == (0, "", ["", ""])
+    out = run(["-q", *(a.format(dir=tmp_path) for a in publishing), "--", str(srv)])
+    assert (out.returncode, out.stderr, events()) == (0, "", ["", ""] * execs)
 
 
 def test_restart_whose_exec_fails_ends_with_its_status(tmp_path):
