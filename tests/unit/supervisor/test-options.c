@@ -175,8 +175,8 @@ START_TEST(test_every_option_has_its_place_for_share) {
                 with = describe_words(words);
                 without = describe_words(e->without);
                 if (o->flags & OPTION_IDENTITY)
-                        ck_assert_msg(strcmp(with, without) != 0, "--%s is the server's, yet not described: %s", o->name,
-                                      with);
+                        ck_assert_msg(strcmp(with, without) != 0, "--%s is the server's, yet not described: %s",
+                                      o->name, with);
                 else
                         ck_assert_msg(strcmp(with, without) == 0, "--%s is each caller's own, yet described: %s",
                                       o->name, with);
