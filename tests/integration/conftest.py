@@ -168,6 +168,19 @@ def public_interposer_env():
     return env
 
 
+def read_within(fd, deadline):
+    """One read of fd before deadline (time.monotonic()): its bytes, b"" at
+    EOF, or None once the deadline has passed with nothing to read."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            if sel.select(left):
+                return os.read(fd, 65536)
+
+
 class Prebind:
     """A running prebind with its stdout as a pipe."""
 
@@ -193,14 +206,9 @@ class Prebind:
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            chunk = read_within(fd, deadline)
+            if chunk is None:
                 raise TimeoutError(f"no line from {self.args} within {timeout}s")
-            with selectors.DefaultSelector() as sel:
-                sel.register(fd, selectors.EVENT_READ)
-                if not sel.select(left):
-                    continue
-            chunk = os.read(fd, 65536)
             if not chunk:
                 raise EOFError(f"{self.args} closed stdout; stderr: {self.stderr_text()}")
             self._buffer += chunk
@@ -214,15 +222,10 @@ class Prebind:
         deadline = time.monotonic() + timeout
         fd = self.proc.stderr.fileno()
         while self._err_early.decode(errors="replace").count(text) < count:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            chunk = read_within(fd, deadline)
+            if chunk is None:
                 raise TimeoutError(f"{text!r} not {count} times on stderr within {timeout}s: "
                                    f"{self._err_early.decode(errors='replace')}")
-            with selectors.DefaultSelector() as sel:
-                sel.register(fd, selectors.EVENT_READ)
-                if not sel.select(left):
-                    continue
-            chunk = os.read(fd, 65536)
             if not chunk:
                 raise EOFError(f"stderr closed before {text!r}: {self._err_early.decode(errors='replace')}")
             self._err_early += chunk
