@@ -9,11 +9,12 @@ import time
 from harness import TOP, PYTHON, spawn, reap, read_first_line, need, verdict
 
 
-def measure(ctx, wrk, argv, seconds, hup_every=None):
+def measure(ctx, wrk, argv, seconds, hup_every=None, tick=None):
     """wrk (a new connection per request) for seconds against the server
     prebind argv publishes (--print), with SIGHUP to prebind every
-    hup_every seconds if given. Returns (requests, failed, p99 ms,
-    SIGHUPs sent); failed counts socket errors and non-2xx answers."""
+    hup_every seconds if given (or tick() called instead, if given).
+    Returns (requests, failed, p99 ms, ticks); failed counts socket
+    errors and non-2xx answers."""
     r, w = os.pipe()
     pid = spawn(argv, stdout_fd=w)
     os.close(w)
@@ -26,7 +27,10 @@ def measure(ctx, wrk, argv, seconds, hup_every=None):
         hups = 0
         while hup_every and time.monotonic() < stop:
             time.sleep(hup_every)
-            os.kill(pid, signal.SIGHUP)
+            if tick:
+                tick()
+            else:
+                os.kill(pid, signal.SIGHUP)
             hups += 1
         out, _ = load.communicate(timeout=seconds + 30)
     finally:
