@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -29,7 +30,12 @@ struct loop {
         struct source *sources;
         size_t n_sources;
         uint32_t next_serial;
+        struct loop_timer *timers; /* armed, unordered: a handful at most */
 };
+
+_Static_assert((unsigned) LOOP_IN == (unsigned) EPOLLIN && (unsigned) LOOP_OUT == (unsigned) EPOLLOUT &&
+                       (unsigned) LOOP_ERR == (unsigned) EPOLLERR && (unsigned) LOOP_HUP == (unsigned) EPOLLHUP,
+               "the loop's flags are epoll's bits: no translation");
 
 static uint64_t event_data(int fd, uint32_t serial) {
         return (uint64_t) serial << 32 | (uint32_t) fd;
@@ -100,11 +106,92 @@ void loop_remove(struct loop *l, int fd) {
         l->sources[fd] = (struct source) { NULL, NULL, 0 };
 }
 
+void loop_timer_stop(struct loop *l, struct loop_timer *t) {
+        if (!t->armed)
+                return;
+        if (t->prev)
+                t->prev->next = t->next;
+        else
+                l->timers = t->next;
+        if (t->next)
+                t->next->prev = t->prev;
+        t->prev = t->next = NULL;
+        t->armed = t->running = false;
+}
+
+void loop_timer_start(struct loop *l, struct loop_timer *t, uint64_t usec, loop_timer_handler handler,
+                      void *userdata) {
+        loop_timer_stop(l, t);
+        t->due = now_usec() + usec;
+        t->handler = handler;
+        t->userdata = userdata;
+        t->prev = NULL;
+        t->next = l->timers;
+        if (l->timers)
+                l->timers->prev = t;
+        l->timers = t;
+        t->armed = true;
+}
+
+uint64_t loop_timer_left(const struct loop_timer *t) {
+        uint64_t now = now_usec();
+
+        return t->armed && t->due > now ? t->due - now : 0;
+}
+
+static struct loop_timer *first_due(struct loop *l) {
+        struct loop_timer *first = NULL;
+
+        for (struct loop_timer *t = l->timers; t; t = t->next)
+                if (!first || t->due < first->due)
+                        first = t;
+        return first;
+}
+
+/* timeout_ms, shortened to when the first timer is due (rounded up: a
+ * timer is never early). */
+static int wait_ms(struct loop *l, int timeout_ms) {
+        struct loop_timer *t = first_due(l);
+        uint64_t left, ms;
+
+        if (!t)
+                return timeout_ms;
+        left = loop_timer_left(t);
+        ms = (left + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+        if (ms > INT_MAX)
+                ms = INT_MAX;
+        return timeout_ms >= 0 && (uint64_t) timeout_ms < ms ? timeout_ms : (int) ms;
+}
+
+/* Run the timers due now, earliest first. Those armed meanwhile (again
+ * for 0 µs too) wait for the next turn, so a timer cannot starve the fds. */
+static int run_timers(struct loop *l) {
+        uint64_t now = now_usec();
+        int dispatched = 0;
+
+        for (struct loop_timer *t = l->timers; t; t = t->next)
+                t->running = t->due <= now;
+        for (;;) {
+                struct loop_timer *t = NULL;
+                int r;
+
+                for (struct loop_timer *u = l->timers; u; u = u->next)
+                        if (u->running && (!t || u->due < t->due))
+                                t = u;
+                if (!t)
+                        return dispatched;
+                loop_timer_stop(l, t);
+                if ((r = t->handler(l, t, t->userdata)) < 0)
+                        return r;
+                dispatched++;
+        }
+}
+
 int loop_dispatch_once(struct loop *l, int timeout_ms) {
         struct epoll_event events[32];
-        int n, dispatched = 0;
+        int n, t, dispatched = 0;
 
-        n = epoll_wait(l->epoll_fd, events, 32, timeout_ms);
+        n = epoll_wait(l->epoll_fd, events, 32, wait_ms(l, timeout_ms));
         if (n < 0)
                 return errno == EINTR ? 0 : -errno;
         for (int i = 0; i < n; i++) {
@@ -123,7 +210,9 @@ int loop_dispatch_once(struct loop *l, int timeout_ms) {
                         return r;
                 dispatched++;
         }
-        return dispatched;
+        if ((t = run_timers(l)) < 0)
+                return t;
+        return dispatched + t;
 }
 
 int timer_new(int *ret_fd) {

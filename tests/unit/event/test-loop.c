@@ -512,9 +512,159 @@ START_TEST(test_timer_stop_closes) {
 }
 END_TEST
 
+/* ---- deadlines: timers the loop keeps, no fd ------------------------------ */
+
+struct rang {
+        int calls;
+        struct loop_timer *t;
+        uint64_t at;
+        struct loop_timer *stop_this; /* a handler that disarms another */
+        int order[4], n_order, id;
+        struct rang *log;
+};
+
+static int rang(struct loop *l, struct loop_timer *t, void *userdata) {
+        struct rang *r = userdata;
+
+        r->calls++;
+        r->t = t;
+        r->at = now_usec();
+        ck_assert(!t->armed);
+        if (r->stop_this)
+                loop_timer_stop(l, r->stop_this);
+        if (r->log)
+                r->log->order[r->log->n_order++] = r->id;
+        return 0;
+}
+
+START_TEST(test_deadline_fires_once_never_early) {
+        struct loop *l = new_loop();
+        struct loop_timer t = { 0 };
+        struct rang r = { 0 };
+        uint64_t start = now_usec();
+
+        loop_timer_start(l, &t, 30000, rang, &r);
+        ck_assert(t.armed);
+        ck_assert_uint_gt(loop_timer_left(&t), 0);
+        /* A wait for ever is cut short by the deadline. */
+        while (r.calls == 0)
+                ck_assert_int_ge(loop_dispatch_once(l, -1), 0);
+        ck_assert_ptr_eq(r.t, &t);
+        ck_assert_uint_ge(r.at - start, 30000);
+        ck_assert_uint_lt(r.at - start, 1000000);
+        ck_assert(!t.armed);
+        ck_assert_uint_eq(loop_timer_left(&t), 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 50), 0);
+        ck_assert_int_eq(r.calls, 1);
+        loop_free(l);
+}
+END_TEST
+
+START_TEST(test_deadline_zero_runs_at_the_next_turn) {
+        struct loop *l = new_loop();
+        struct loop_timer t = { 0 };
+        struct rang r = { 0 };
+
+        loop_timer_start(l, &t, 0, rang, &r);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(r.calls, 1);
+        loop_free(l);
+}
+END_TEST
+
+START_TEST(test_deadline_restart_postpones_and_stop_cancels) {
+        struct loop *l = new_loop();
+        struct loop_timer t = { 0 }, u = { 0 };
+        struct rang r = { 0 }, q = { 0 };
+
+        loop_timer_start(l, &t, 20000, rang, &r);
+        loop_timer_start(l, &t, 10000000, rang, &r);
+        ck_assert_int_eq(loop_dispatch_once(l, 60), 0);
+        ck_assert_int_eq(r.calls, 0);
+        loop_timer_start(l, &u, 1000, rang, &q);
+        loop_timer_stop(l, &u);
+        loop_timer_stop(l, &u);
+        ck_assert_int_eq(loop_dispatch_once(l, 30), 0);
+        ck_assert_int_eq(q.calls, 0);
+        loop_timer_start(l, &t, 1000, rang, &r);
+        while (r.calls == 0)
+                ck_assert_int_ge(loop_dispatch_once(l, 1000), 0);
+        ck_assert_int_eq(r.calls, 1);
+        loop_free(l);
+}
+END_TEST
+
+START_TEST(test_deadlines_run_earliest_first_and_a_stopped_one_not) {
+        struct loop *l = new_loop();
+        struct loop_timer a = { 0 }, b = { 0 }, c = { 0 };
+        struct rang log = { 0 }, ra = { .id = 1, .log = &log }, rb = { .id = 2, .log = &log },
+                    rc = { .id = 3, .log = &log };
+
+        /* All due in one turn: b first, and b stops c before its turn. */
+        loop_timer_start(l, &a, 3000, rang, &ra);
+        loop_timer_start(l, &c, 4000, rang, &rc);
+        loop_timer_start(l, &b, 1000, rang, &rb);
+        rb.stop_this = &c;
+        usleep(10000);
+        ck_assert_int_eq(loop_dispatch_once(l, 0), 2);
+        ck_assert_int_eq(log.n_order, 2);
+        ck_assert_int_eq(log.order[0], 2);
+        ck_assert_int_eq(log.order[1], 1);
+        ck_assert_int_eq(rc.calls, 0);
+        ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
+        loop_free(l);
+}
+END_TEST
+
+static int again(struct loop *l, struct loop_timer *t, void *userdata) {
+        int *calls = userdata;
+
+        ++*calls;
+        loop_timer_start(l, t, 0, again, calls);
+        return 0;
+}
+
+START_TEST(test_deadline_rearmed_at_zero_waits_for_the_next_turn) {
+        struct loop *l = new_loop();
+        struct loop_timer t = { 0 };
+        struct seen seen = { 0 };
+        int calls = 0, e = new_eventfd();
+
+        ck_assert_int_eq(loop_add(l, e, LOOP_IN, drain_and_record, &seen), 0);
+        loop_timer_start(l, &t, 0, again, &calls);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
+        ck_assert_int_eq(calls, 1);
+        /* The fds still get their turn. */
+        signal_eventfd(e);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), 2);
+        ck_assert_int_eq(seen.calls, 1);
+        ck_assert_int_eq(calls, 2);
+        loop_timer_stop(l, &t);
+        loop_remove(l, e);
+        close(e);
+        loop_free(l);
+}
+END_TEST
+
+static int failing(struct loop *l, struct loop_timer *t, void *userdata) {
+        return -EIO;
+}
+
+START_TEST(test_deadline_handler_error_ends_dispatch) {
+        struct loop *l = new_loop();
+        struct loop_timer t = { 0 };
+
+        loop_timer_start(l, &t, 0, failing, NULL);
+        ck_assert_int_eq(loop_dispatch_once(l, 1000), -EIO);
+        ck_assert(!t.armed);
+        loop_free(l);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("loop");
-        TCase *sources = tcase_create("sources"), *changes = tcase_create("changes"), *timers = tcase_create("timers");
+        TCase *sources = tcase_create("sources"), *changes = tcase_create("changes"), *timers = tcase_create("timers"),
+              *deadlines = tcase_create("deadlines");
 
         tcase_add_test(sources, test_pipe_readable_dispatches_its_handler);
         tcase_add_test(sources, test_add_rejects_bad_fd_duplicate_and_no_handler);
@@ -537,5 +687,12 @@ int main(void) {
         tcase_add_test(timers, test_timer_new_is_not_armed_until_started);
         tcase_add_test(timers, test_timer_stop_closes);
         suite_add_tcase(s, timers);
+        tcase_add_test(deadlines, test_deadline_fires_once_never_early);
+        tcase_add_test(deadlines, test_deadline_zero_runs_at_the_next_turn);
+        tcase_add_test(deadlines, test_deadline_restart_postpones_and_stop_cancels);
+        tcase_add_test(deadlines, test_deadlines_run_earliest_first_and_a_stopped_one_not);
+        tcase_add_test(deadlines, test_deadline_rearmed_at_zero_waits_for_the_next_turn);
+        tcase_add_test(deadlines, test_deadline_handler_error_ends_dispatch);
+        suite_add_tcase(s, deadlines);
         return unit_run(s);
 }
