@@ -58,8 +58,7 @@ struct loop_timer {
 };
 
 /* (Re)arm t to run handler in usec (0: at the next turn). */
-void loop_timer_start(struct loop *l, struct loop_timer *t, uint64_t usec, loop_timer_handler handler,
-                      void *userdata);
+void loop_timer_start(struct loop *l, struct loop_timer *t, uint64_t usec, loop_timer_handler handler, void *userdata);
 /* Disarm t (one not armed is fine). */
 void loop_timer_stop(struct loop *l, struct loop_timer *t);
 /* Microseconds until t is due (0 if due or not armed). */
