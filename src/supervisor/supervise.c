@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
+/* The supervisor: one state (lifecycle.c's table), the one place where it
+ * changes (on_event()), the actions of its transitions, and the loop that
+ * feeds it events: exits, signals, timers, readiness, reload requests. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "compat.h"
@@ -23,69 +24,10 @@
 #include "share.h"
 #include "signals.h"
 #include "supervise.h"
+#include "supervisor-internal.h"
 #include "watch.h"
 
-/* A COMMAND that did not get ready in time is given this long to stop
- * after SIGTERM when --kill-after does not say. */
-#define NOT_READY_GRACE_USEC (5 * USEC_PER_SEC)
-/* A generation told to stop (replaced by a new one, or with its group
- * left behind) is given this long after SIGTERM when --kill-after does
- * not say, as systemd gives a unit TimeoutStopSec=: time to drain its
- * connections, and no generation that ignores SIGTERM holds prebind
- * for ever. */
-#define RETIREE_GRACE_USEC (10 * USEC_PER_SEC)
-
-struct supervisor;
-
-/* A COMMAND of an earlier generation, told to stop (replaced by a new
- * one, a new one that failed, or the rest of an exited one's --group):
- * reaped when it exits, SIGKILLed after its grace, guarded until nothing
- * of it is left; its exit ends nothing. */
-struct retiree {
-        struct supervisor *s;
-        pid_t pid;         /* with --group, also its process group */
-        int pidfd;         /* -1: SIGCHLD alone, or reaped */
-        int kill_timer_fd; /* -1 unless armed */
-        unsigned generation;
-        bool reaped; /* pid is gone; with --group, members of its group may not be */
-};
-
-/* The supervisor: one state (enum lc_state), and what carrying out its
- * transitions needs. */
-struct supervisor {
-        struct job *job;
-        const struct config *config;
-        struct loop *loop;
-        enum lc_state state;
-        pid_t child;            /* COMMAND; 0 when none runs (or waits at its gate) */
-        pid_t group;            /* --group: the last COMMAND's process group */
-        int pidfd;              /* <0 where pidfd_open() is missing: SIGCHLD alone */
-        int kill_timer_fd;      /* --kill-after; -1 until armed */
-        int restart_timer_fd;   /* --restart-delay; -1 when no restart is due */
-        bool told_stopping;     /* STOPPING=1 went to prebind's manager */
-        struct outcome outcome; /* how the last COMMAND ended */
-        int error;              /* prebind must give up: -errno */
-        uint64_t *restarts;     /* when the last restart_burst restarts happened */
-        unsigned n_restarts;
-        unsigned generation; /* COMMAND's, from 1 (issue 24) */
-        unsigned n_started;  /* COMMANDs started so far */
-        pid_t previous;      /* overlapping: the COMMAND that serves while COMMAND (the new one) starts */
-        int previous_pidfd;
-        unsigned previous_generation;
-        bool reload_queued; /* a reload request came during a reload */
-        struct retiree **retirees;
-        size_t n_retirees;
-        struct watch *watch; /* --watch */
-        struct spawned gate; /* the COMMAND that LC_SPAWNED's OPEN_GATE lets exec */
-};
-
-static void on_event(struct supervisor *s, enum lc_event event);
-
-static const char *command_name(const struct supervisor *s) {
-        return s->job->command[0];
-}
-
-static void signal_command(struct supervisor *s, int sig) {
+void signal_command(struct supervisor *s, int sig) {
         int r = signal_process(s->child, s->config->group, sig);
 
         if (r < 0)
@@ -93,142 +35,16 @@ static void signal_command(struct supervisor *s, int sig) {
                                 (int) (s->config->group ? -s->child : s->child));
 }
 
-/* SIGTERM to a COMMAND that is being replaced (or failed to replace the
- * serving one, or exited and left its group): it may drain its
- * connections, within kill_usec; then SIGKILL. reaped: pid has been
- * reaped, its group is what is left. The guard watches it (since it
- * started) until nothing of it is left. */
-static int on_retiree_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata);
-
-/* A generation told to stop has --kill-after, or RETIREE_GRACE_USEC. */
-static uint64_t retiree_grace(const struct supervisor *s) {
-        return s->config->kill_after_usec ?: RETIREE_GRACE_USEC;
-}
-
-static void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generation, uint64_t kill_usec, bool reaped) {
-        struct retiree *t = malloc(sizeof *t), **grown;
-        int r;
-
-        r = signal_process(pid, s->config->group, SIGTERM);
-        /* Stopped members would not see it before SIGCONT. */
-        if (r >= 0 && s->config->group)
-                r = signal_process(pid, true, SIGCONT);
-        if (r < 0)
-                log_error_errno(r, "cannot stop generation %u (pid %d): %m", generation, (int) pid);
-        grown = t ? realloc(s->retirees, (s->n_retirees + 1) * sizeof(struct retiree *)) : NULL;
-        if (!grown) {
-                /* Unlisted, it is still reaped (SIGCHLD), unkilled; the
-                 * guard still stops it if prebind is killed. */
-                log_oom();
-                free(t);
-                if (pidfd >= 0) {
-                        loop_remove(s->loop, pidfd);
-                        close(pidfd);
-                }
-                return;
-        }
-        *t = (struct retiree) {
-                .s = s, .pid = pid, .pidfd = pidfd, .kill_timer_fd = -1, .generation = generation, .reaped = reaped
-        };
-        s->retirees = grown;
-        s->retirees[s->n_retirees++] = t;
-        if ((r = loop_timer_arm(s->loop, &t->kill_timer_fd, kill_usec, on_retiree_kill_timer, t)) < 0)
-                log_error_errno(r, "cannot arm the kill timer: %m");
-        log_debug("generation %u (pid %d) told to stop", generation, (int) pid);
-}
-
-static int on_retiree_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        struct retiree *t = userdata;
-
-        if (!timer_expired(fd))
-                return 0;
-        log_info("generation %u (pid %d%s) still running after its grace, sending SIGKILL", t->generation,
-                 (int) t->pid, t->s->config->group ? " and its process group" : "");
-        (void) signal_process(t->pid, t->s->config->group, SIGKILL);
-        loop_timer_disarm(l, &t->kill_timer_fd);
-        return 0;
-}
-
-static void retiree_forget_pidfd(struct supervisor *s, struct retiree *t) {
-        if (t->pidfd >= 0) {
-                loop_remove(s->loop, t->pidfd);
-                close(t->pidfd);
-        }
-        t->pidfd = -1;
-}
-
-static void retiree_free(struct supervisor *s, struct retiree *t) {
-        loop_timer_disarm(s->loop, &t->kill_timer_fd);
-        retiree_forget_pidfd(s, t);
-        free(t);
-}
-
-/* Is pid a retiree? Then it is gone (retirees_sweep() forgets it, once
- * its group is gone too). */
-static bool retiree_reaped(struct supervisor *s, pid_t pid, int status) {
-        for (size_t i = 0; i < s->n_retirees; i++) {
-                struct retiree *t = s->retirees[i];
-
-                if (t->pid != pid || t->reaped)
-                        continue;
-                log_debug("generation %u (pid %d) ended, exit status %d", t->generation, (int) pid, status);
-                readiness_command_exited(s->job->readiness, pid);
-                retiree_forget_pidfd(s, t);
-                t->reaped = true;
-                return true;
-        }
-        return false;
-}
-
-/* Forget the retirees of which nothing is left: reaped, and with --group
- * no member of their group (prebind, their subreaper, reaps those). */
-static void retirees_sweep(struct supervisor *s) {
-        for (size_t i = 0; i < s->n_retirees;) {
-                struct retiree *t = s->retirees[i];
-
-                if (!t->reaped || (s->config->group && kill(-t->pid, 0) == 0)) {
-                        i++;
-                        continue;
-                }
-                guard_unwatch(s->job->guard, t->pid);
-                retiree_free(s, t);
-                s->retirees[i] = s->retirees[--s->n_retirees];
-        }
-}
-
-/* A signal for every generation alive: COMMAND, the one serving beside
- * a new one, those told to stop. */
-static void signal_generations(struct supervisor *s, int sig) {
-        if (s->child > 0)
-                signal_command(s, sig);
-        (void) signal_process(s->previous, s->config->group, sig);
-        for (size_t i = 0; i < s->n_retirees; i++)
-                if (!s->retirees[i]->reaped || s->config->group)
-                        (void) signal_process(s->retirees[i]->pid, s->config->group, sig);
-}
-
-static void arm_timer(struct supervisor *s, int *fd, uint64_t usec, loop_handler handler, const char *what) {
-        int r = loop_timer_arm(s->loop, fd, usec, handler, s);
-
-        if (r < 0)
-                log_error_errno(r, "cannot arm the %s timer: %m", what);
-}
-
-static int on_kill_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
+static int on_kill_timer(struct loop *l, struct loop_timer *t, void *userdata) {
         struct supervisor *s = userdata;
 
-        if (!timer_expired(fd))
-                return 0;
         on_event(s, LC_KILL_TIMEOUT);
         return 0;
 }
 
-static int on_restart_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
+static int on_restart_timer(struct loop *l, struct loop_timer *t, void *userdata) {
         struct supervisor *s = userdata;
 
-        if (!timer_expired(fd))
-                return 0;
-        loop_timer_disarm(s->loop, &s->restart_timer_fd);
         on_event(s, LC_RESTART_DUE);
         return 0;
 }
@@ -255,12 +71,6 @@ static void count_restart(struct supervisor *s) {
         s->restarts[s->n_restarts++] = now_usec();
 }
 
-/* --group: does the exited COMMAND's process group still have members?
- * (kill() with signal 0 checks, and says ESRCH for an empty group.) */
-static bool group_left(const struct supervisor *s) {
-        return s->config->group && s->group > 0 && kill(-s->group, 0) == 0;
-}
-
 static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
         const struct config *c = s->config;
         bool exited = s->outcome.kind == OUTCOME_EXITED;
@@ -280,145 +90,6 @@ static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
         return f;
 }
 
-static int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata);
-
-static void forget_pidfd(struct supervisor *s) {
-        if (s->pidfd >= 0)
-                close(s->pidfd);
-        s->pidfd = -1;
-}
-
-/* Ready: published the first time; after that READY=1 again to prebind's
- * manager (systemd's Type=notify-reload: RELOADING=1, then READY=1), with
- * the generation that serves. */
-static int publish(struct supervisor *s, pid_t pid) {
-        char status[64];
-
-        log_debug("generation %u ready, serving", s->generation);
-        if (!s->job->published)
-                return job_publish(s->job, pid);
-        snprintf(status, sizeof status, "READY=1\nSTATUS=generation %u serving", s->generation);
-        notify_manager(status);
-        return 0;
-}
-
-/* --netns: a new namespace for each COMMAND, and its notification socket
- * made there (abstract unix names are per network namespace). */
-static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
-        struct netns_join join;
-        int r, fd;
-
-        r = netns_job_prepare(s->job->netns, &join);
-        if (r < 0)
-                return r;
-        plan->join_netns = true;
-        plan->net_fd = join.net_fd;
-        plan->user_fd = join.user_fd;
-        if (!s->config->ready.notify)
-                return 0;
-        r = netns_job_socket(s->job->netns, AF_UNIX, SOCK_DGRAM, &fd);
-        if (r >= 0)
-                r = readiness_move_notify(s->job->readiness, fd);
-        if (r < 0)
-                return log_error_errno(r, "cannot make the notification socket in the namespace: %m");
-        return 0;
-}
-
-/* The last COMMAND exited and left members of its --group, told to stop
- * and not waited for, as a new COMMAND follows (or the serving one goes
- * on): they are a retiree now, with its grace and the guard. Not the
- * group of the one that serves beside a new one. */
-static void retire_group_left(struct supervisor *s) {
-        if (s->child > 0 || s->group <= 0 || s->group == s->previous)
-                return;
-        /* Gone meanwhile: the guard no longer watches it either (its
-         * number may be another group's soon). */
-        if (!group_left(s))
-                guard_unwatch(s->job->guard, s->group);
-        else
-                retire(s, s->group, -1, s->generation, retiree_grace(s), true);
-        s->group = 0;
-}
-
-/* A new COMMAND that never ran (its exec failed, or it was not let
- * exec): reaped, and no longer watched by the guard. */
-static int never_ran(struct supervisor *s, int r, bool exec_failed) {
-        pid_t pid = s->gate.pid;
-
-        if (exec_failed) {
-                log_error_errno(r, "cannot run '%s': %m", command_name(s));
-                s->outcome = (struct outcome) { OUTCOME_EXEC_FAILED, -r };
-        }
-        spawn_abandon(&s->gate);
-        s->child = 0;
-        guard_unwatch(s->job->guard, pid);
-        forget_pidfd(s);
-        return r;
-}
-
-/* Fork COMMAND; it waits at its gate until open_gate(), once its trial
- * exec says it can run (a COMMAND that cannot publishes nothing). Without
- * readiness conditions the addresses are published in between
- * (LC_SPAWNED's actions): before COMMAND runs, with its pid known. */
-static int start_command(struct supervisor *s) {
-        struct spawn_plan plan;
-        int r;
-
-        r = readiness_prepare_output(s->job->readiness);
-        if (r < 0)
-                return log_error_errno(r, "cannot create the pipes for --ready-log: %m");
-        plan = job_spawn_plan(s->job);
-
-        /* signals_block_all() made every disposition the default. */
-        plan.dispositions_are_default = true;
-        if (s->job->netns && (r = prepare_netns(s, &plan)) < 0)
-                return r;
-        r = spawn_child(&plan, &s->gate);
-        if (r < 0)
-                /* pipe2() or fork(): out of fds or processes. */
-                return log_error_errno(r, "cannot start '%s': %m", command_name(s));
-        retire_group_left(s);
-
-        /* Our own child cannot be reaped by anyone else, so its pid is not
-         * reused while we hold it: the pidfd is a precise exit event. The
-         * guard watches it before it may exec: a prebind killed before
-         * that closes the gate, and the child exits unexec'd. */
-        s->pidfd = open_pidfd(s->gate.pid);
-        guard_watch(s->job->guard, s->gate.pid, s->pidfd, s->config->group);
-        s->generation = ++s->n_started;
-        s->child = s->gate.pid;
-        r = spawn_check(&s->gate);
-        return r < 0 ? never_ran(s, r, r != -ECHILD) : 0;
-}
-
-/* Let the new COMMAND exec; or, when publishing it failed (published <
- * 0), not: closing the gate unopened makes the child exit unexec'd. */
-static int open_gate(struct supervisor *s, int published) {
-        bool needs_ready = readiness_needed(s->job->readiness);
-        pid_t pid = s->gate.pid;
-        int r;
-
-        s->child = 0;
-        if (published < 0)
-                return never_ran(s, published, false);
-        r = spawn_release(&s->gate);
-        if (r < 0)
-                return never_ran(s, r, true);
-        s->child = pid;
-        s->group = s->config->group ? pid : 0;
-        log_debug("started '%s' as pid %d, generation %u", command_name(s), (int) pid, s->generation);
-
-        if (s->pidfd >= 0 && loop_add(s->loop, s->pidfd, EPOLLIN, on_pidfd, s) < 0) {
-                close(s->pidfd);
-                s->pidfd = -1;
-        }
-        if (needs_ready && (r = readiness_start(s->job->readiness, pid)) < 0)
-                return r;
-        readiness_set_command(s->job->readiness, pid, s->previous);
-        /* --intercept: ready once every port accepts inside. */
-        return s->job->netns ? netns_job_started(s->job->netns) : 0;
-}
-
 /* One line that names what was not met, then the last lines COMMAND
  * wrote (--ready-log), as testcontainers shows a container's log. */
 static void log_not_ready(struct supervisor *s) {
@@ -436,65 +107,6 @@ static void log_error_exited_unready(struct supervisor *s) {
         log_error("'%s' exited before it was ready, with status %d: %s", command_name(s), s->outcome.status,
                   readiness_describe_unmet(s->job->readiness, unmet, sizeof unmet));
         readiness_log_details(s->job->readiness);
-}
-
-/* --reload=overlap: the serving COMMAND becomes the previous one, and a
- * new one starts beside it on the same sockets. */
-static int start_next(struct supervisor *s) {
-        char reloading[64];
-
-        s->reload_queued = false;
-        s->previous = s->child;
-        s->previous_pidfd = s->pidfd;
-        s->previous_generation = s->generation;
-        s->child = 0;
-        s->pidfd = -1;
-        if (s->job->published) {
-                snprintf(reloading, sizeof reloading, "RELOADING=1\nMONOTONIC_USEC=%llu",
-                         (unsigned long long) now_usec());
-                notify_manager(reloading);
-        }
-        log_debug("reloading: generation %u starts beside generation %u", s->n_started + 1, s->previous_generation);
-        return start_command(s);
-}
-
-/* The new COMMAND failed (exited, not ready in time, not started): it is
- * stopped if it still runs, and the previous one serves on. */
-static void drop_next(struct supervisor *s) {
-        char status[96];
-        unsigned failed = s->n_started;
-
-        if (s->child > 0)
-                retire(s, s->child, s->pidfd, s->generation, s->config->kill_after_usec ?: NOT_READY_GRACE_USEC,
-                       false);
-        else if (s->pidfd >= 0) {
-                loop_remove(s->loop, s->pidfd);
-                close(s->pidfd);
-        }
-        retire_group_left(s);
-        s->child = s->previous;
-        s->pidfd = s->previous_pidfd;
-        s->generation = s->previous_generation;
-        s->group = s->config->group ? s->child : 0;
-        s->previous = 0;
-        s->previous_pidfd = -1;
-        readiness_set_command(s->job->readiness, s->child, 0);
-        log_error("reload failed: generation %u keeps serving", s->generation);
-        if (s->job->published) {
-                snprintf(status, sizeof status, "READY=1\nSTATUS=generation %u serving (generation %u failed)",
-                         s->generation, failed);
-                notify_manager(status);
-        }
-}
-
-/* The new COMMAND is ready: the previous one is told to stop. */
-static void retire_previous(struct supervisor *s) {
-        if (s->previous <= 0)
-                return;
-        retire(s, s->previous, s->previous_pidfd, s->previous_generation, retiree_grace(s), false);
-        s->previous = 0;
-        s->previous_pidfd = -1;
-        readiness_set_command(s->job->readiness, s->child, 0);
 }
 
 /* A COMMAND that cannot be run ends the job with 126/127; anything else
@@ -544,10 +156,11 @@ static int act(struct supervisor *s, unsigned actions) {
                 log_info("'%s' still running after --kill-after, sending SIGKILL", command_name(s));
                 signal_command(s, SIGKILL);
         }
-        if (actions & LC_ACT_ARM_KILL && c->kill_after_usec && s->kill_timer_fd < 0)
-                arm_timer(s, &s->kill_timer_fd, c->kill_after_usec, on_kill_timer, "kill");
-        if (actions & LC_ACT_ARM_GRACE && s->kill_timer_fd < 0)
-                arm_timer(s, &s->kill_timer_fd, c->kill_after_usec ?: NOT_READY_GRACE_USEC, on_kill_timer, "kill");
+        if (actions & LC_ACT_ARM_KILL && c->kill_after_usec && !s->kill_timer.armed)
+                loop_timer_start(s->loop, &s->kill_timer, c->kill_after_usec, on_kill_timer, s);
+        if (actions & LC_ACT_ARM_GRACE && !s->kill_timer.armed)
+                loop_timer_start(s->loop, &s->kill_timer, c->kill_after_usec ?: NOT_READY_GRACE_USEC, on_kill_timer,
+                                 s);
         if (actions & LC_ACT_TELL_STOPPING && !s->told_stopping) {
                 notify_manager("STOPPING=1");
                 s->told_stopping = true;
@@ -567,11 +180,11 @@ static int act(struct supervisor *s, unsigned actions) {
                 (void) signal_process(s->group, true, SIGKILL);
         }
         if (actions & LC_ACT_ARM_RESTART)
-                arm_timer(s, &s->restart_timer_fd, c->restart_delay_usec, on_restart_timer, "restart");
+                loop_timer_start(s->loop, &s->restart_timer, c->restart_delay_usec, on_restart_timer, s);
         if (actions & LC_ACT_COUNT_RESTART)
                 count_restart(s);
         if (actions & LC_ACT_START) {
-                loop_timer_disarm(s->loop, &s->restart_timer_fd);
+                loop_timer_stop(s->loop, &s->restart_timer);
                 r = start_command(s);
                 if (r < 0)
                         return start_failed(s, r);
@@ -598,7 +211,7 @@ static int act(struct supervisor *s, unsigned actions) {
 
 /* The one place where the state changes: the transition for event, its
  * actions, and those of any event the actions caused. */
-static void on_event(struct supervisor *s, enum lc_event event) {
+void on_event(struct supervisor *s, enum lc_event event) {
         for (int next = (int) event; next >= 0;) {
                 struct lc_facts facts = facts_for(s, (enum lc_event) next);
                 struct lc_transition t = lifecycle_next(s->state, (enum lc_event) next, &facts);
@@ -631,7 +244,7 @@ static void command_gone(struct supervisor *s) {
         s->child = 0;
         if (s->job->netns)
                 netns_job_stopped(s->job->netns);
-        loop_timer_disarm(s->loop, &s->kill_timer_fd);
+        loop_timer_stop(s->loop, &s->kill_timer);
 }
 
 /* COMMAND exited with status (exit_status_of()). */
@@ -640,27 +253,6 @@ static void command_exited(struct supervisor *s, int status) {
         s->outcome = (struct outcome) { OUTCOME_EXITED, status };
         log_debug("'%s' ended, exit status %d", command_name(s), status);
         on_event(s, LC_EXITED);
-}
-
-/* Overlapping: the serving COMMAND exited before the new one was ready.
- * Its status is not prebind's: the new one is COMMAND now. */
-static void previous_exited(struct supervisor *s, int status) {
-        readiness_command_exited(s->job->readiness, s->previous);
-        if (s->previous_pidfd >= 0) {
-                loop_remove(s->loop, s->previous_pidfd);
-                close(s->previous_pidfd);
-        }
-        s->previous_pidfd = -1;
-        /* Its --group's members, if any are left, stop as a retiree's. */
-        if (s->config->group && kill(-s->previous, 0) == 0)
-                retire(s, s->previous, -1, s->previous_generation, retiree_grace(s), true);
-        else
-                guard_unwatch(s->job->guard, s->previous);
-        s->previous = 0;
-        readiness_set_command(s->job->readiness, s->child, 0);
-        log_info("generation %u exited with status %d during the reload; generation %u is the only one",
-                 s->previous_generation, status, s->generation);
-        on_event(s, LC_PREVIOUS_EXITED);
 }
 
 /* Reap every child that has exited: COMMAND, and as PID 1 or a subreaper
@@ -698,7 +290,7 @@ static void reap(struct supervisor *s) {
         }
 }
 
-static int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata) {
+int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata) {
         reap(userdata);
         return 0;
 }
@@ -793,15 +385,13 @@ static void supervisor_done(struct supervisor *s) {
         watch_stop(s->watch);
         readiness_detach(s->job->readiness);
         netns_job_detach(s->job->netns);
-        loop_timer_disarm(s->loop, &s->kill_timer_fd);
-        loop_timer_disarm(s->loop, &s->restart_timer_fd);
+        loop_timer_stop(s->loop, &s->kill_timer);
+        loop_timer_stop(s->loop, &s->restart_timer);
         if (s->pidfd >= 0)
                 close(s->pidfd);
         if (s->previous_pidfd >= 0)
                 close(s->previous_pidfd);
-        for (size_t i = 0; i < s->n_retirees; i++)
-                retiree_free(s, s->retirees[i]);
-        free(s->retirees);
+        retirees_free(s);
         free(s->restarts);
         loop_free(s->loop);
 }
@@ -817,10 +407,7 @@ static int give_up(struct supervisor *s) {
                 (void) signal_process(s->previous, s->config->group, SIGKILL);
                 waitpid(s->previous, NULL, 0);
         }
-        for (size_t i = 0; i < s->n_retirees; i++) {
-                (void) signal_process(s->retirees[i]->pid, s->config->group, SIGKILL);
-                waitpid(s->retirees[i]->pid, NULL, 0);
-        }
+        retirees_kill(s);
         return s->error;
 }
 
@@ -829,8 +416,6 @@ int supervise(struct job *job, struct outcome *ret) {
                 .job = job,
                 .config = job->config,
                 .pidfd = -1,
-                .kill_timer_fd = -1,
-                .restart_timer_fd = -1,
                 .previous_pidfd = -1,
         };
         int r;
@@ -841,7 +426,7 @@ int supervise(struct job *job, struct outcome *ret) {
         r = loop_new(&s.loop);
         if (r < 0)
                 return log_error_errno(r, "cannot create the event loop: %m");
-        if ((r = loop_add(s.loop, job->signal_fd, EPOLLIN, on_signalfd, &s)) < 0 ||
+        if ((r = loop_add(s.loop, job->signal_fd, LOOP_IN, on_signalfd, &s)) < 0 ||
             (r = readiness_attach(job->readiness, s.loop, on_readiness, &s)) < 0)
                 return log_error_errno(r, "cannot watch the event sources: %m");
         if (job->netns && (r = netns_job_attach(job->netns, s.loop, on_ports_ready, &s)) < 0)
