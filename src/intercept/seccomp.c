@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -498,7 +497,7 @@ int intercept_seccomp_set_command(struct intercept_seccomp *s, pid_t pid) {
                 drop_listener(last);
         if (fd < 0)
                 return fd;
-        if (s->loop && (r = loop_add(s->loop, fd, EPOLLIN, on_listener, newest(s))) < 0)
+        if (s->loop && (r = loop_add(s->loop, fd, LOOP_IN, on_listener, newest(s))) < 0)
                 drop_listener(newest(s));
         return r;
 }
@@ -931,7 +930,7 @@ static int on_listener(struct loop *l, int fd, uint32_t revents, void *userdata)
         struct generation *g = userdata;
         struct intercept_seccomp *s = g->s;
 
-        (void) serve(g, revents & EPOLLIN);
+        (void) serve(g, revents & LOOP_IN);
         if (s->callback)
                 s->callback(s->userdata);
         return 0;
@@ -946,7 +945,7 @@ int intercept_seccomp_attach(struct intercept_seccomp *s, struct loop *l, interc
         s->userdata = userdata;
         for (size_t i = 0; i < s->n_generations; i++)
                 if (s->generations[i]->listener >= 0 &&
-                    (r = loop_add(l, s->generations[i]->listener, EPOLLIN, on_listener, s->generations[i])) < 0)
+                    (r = loop_add(l, s->generations[i]->listener, LOOP_IN, on_listener, s->generations[i])) < 0)
                         return r;
         return 0;
 }

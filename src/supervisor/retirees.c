@@ -47,9 +47,7 @@ void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generation, uin
                 }
                 return;
         }
-        *t = (struct retiree) {
-                .s = s, .pid = pid, .pidfd = pidfd, .generation = generation, .reaped = reaped
-        };
+        *t = (struct retiree) { .s = s, .pid = pid, .pidfd = pidfd, .generation = generation, .reaped = reaped };
         s->retirees = grown;
         s->retirees[s->n_retirees++] = t;
         loop_timer_start(s->loop, &t->kill_timer, kill_usec, on_retiree_kill_timer, t);

@@ -34,8 +34,8 @@ struct watch;
  * of it is left; its exit ends nothing. */
 struct retiree {
         struct supervisor *s;
-        pid_t pid;         /* with --group, also its process group */
-        int pidfd;         /* -1: SIGCHLD alone, or reaped */
+        pid_t pid; /* with --group, also its process group */
+        int pidfd; /* -1: SIGCHLD alone, or reaped */
         struct loop_timer kill_timer;
         unsigned generation;
         bool reaped; /* pid is gone; with --group, members of its group may not be */
@@ -48,15 +48,15 @@ struct supervisor {
         const struct config *config;
         struct loop *loop;
         enum lc_state state;
-        pid_t child;            /* COMMAND; 0 when none runs (or waits at its gate) */
-        pid_t group;            /* --group: the last COMMAND's process group */
-        int pidfd;              /* <0 where pidfd_open() is missing: SIGCHLD alone */
+        pid_t child;                     /* COMMAND; 0 when none runs (or waits at its gate) */
+        pid_t group;                     /* --group: the last COMMAND's process group */
+        int pidfd;                       /* <0 where pidfd_open() is missing: SIGCHLD alone */
         struct loop_timer kill_timer;    /* --kill-after, or the grace of one not ready */
         struct loop_timer restart_timer; /* --restart-delay */
-        bool told_stopping;     /* STOPPING=1 went to prebind's manager */
-        struct outcome outcome; /* how the last COMMAND ended */
-        int error;              /* prebind must give up: -errno */
-        uint64_t *restarts;     /* when the last restart_burst restarts happened */
+        bool told_stopping;              /* STOPPING=1 went to prebind's manager */
+        struct outcome outcome;          /* how the last COMMAND ended */
+        int error;                       /* prebind must give up: -errno */
+        uint64_t *restarts;              /* when the last restart_burst restarts happened */
         unsigned n_restarts;
         unsigned generation; /* COMMAND's, from 1 (issue 24) */
         unsigned n_started;  /* COMMANDs started so far */

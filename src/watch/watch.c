@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,9 +57,9 @@ struct watch {
         size_t n_dirs;
         bool *stale; /* per root: what its path leads to changed, watched anew after the event */
         bool warned_full;
-        int timer_fd;
-        uint64_t first_usec;    /* the first change of the burst */
-        char changed[PATH_MAX]; /* the last one */
+        struct loop_timer timer; /* --watch-delay after the first change of a burst */
+        uint64_t first_usec;     /* the first change of the burst */
+        char changed[PATH_MAX];  /* the last one */
 };
 
 static void closedirp(DIR **d) {
@@ -370,30 +369,21 @@ static void rewatch_stale(struct watch *w) {
         sweep(w);
 }
 
-static int on_timer(struct loop *l, int fd, uint32_t revents, void *userdata) {
+static int on_timer(struct loop *l, struct loop_timer *t, void *userdata) {
         struct watch *w = userdata;
 
-        if (!timer_expired(fd))
-                return 0;
-        loop_timer_disarm(l, &w->timer_fd);
         w->callback(w->changed, w->userdata);
         return 0;
 }
 
 static void changed(struct watch *w, const char *path) {
         uint64_t now = now_usec(), due;
-        int r;
 
         snprintf(w->changed, sizeof w->changed, "%s", path);
-        if (w->timer_fd < 0)
+        if (!w->timer.armed)
                 w->first_usec = now;
         due = watch_due(w->first_usec, now, w->o.delay_usec);
-        r = loop_timer_arm(w->loop, &w->timer_fd, due > now ? due - now : 1, on_timer, w);
-        if (r < 0) {
-                /* Without the clock: reload at once. */
-                log_error_errno(r, "cannot arm the --watch timer: %m");
-                w->callback(w->changed, w->userdata);
-        }
+        loop_timer_start(w->loop, &w->timer, due > now ? due - now : 0, on_timer, w);
 }
 
 static bool wanted(const struct watched *d, const char *name) {
@@ -490,7 +480,7 @@ int watch_start(const struct watch_options *o, struct loop *loop, watch_callback
 
         if (!w)
                 return -ENOMEM;
-        *w = (struct watch) { .o = *o, .loop = loop, .callback = callback, .userdata = userdata, .timer_fd = -1 };
+        *w = (struct watch) { .o = *o, .loop = loop, .callback = callback, .userdata = userdata };
         w->stale = calloc(o->n_paths + 1, sizeof *w->stale);
         w->fd = w->stale ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
         if (w->fd < 0) {
@@ -508,7 +498,7 @@ int watch_start(const struct watch_options *o, struct loop *loop, watch_callback
                         return r;
                 }
         }
-        r = loop_add(loop, w->fd, EPOLLIN, on_inotify, w);
+        r = loop_add(loop, w->fd, LOOP_IN, on_inotify, w);
         if (r < 0) {
                 *ret_path = NULL;
                 w->loop = NULL;
@@ -525,7 +515,7 @@ void watch_stop(struct watch *w) {
                 return;
         if (w->loop) {
                 loop_remove(w->loop, w->fd);
-                loop_timer_disarm(w->loop, &w->timer_fd);
+                loop_timer_stop(w->loop, &w->timer);
         }
         for (size_t i = 0; i < w->n_dirs; i++)
                 watched_done(&w->dirs[i]);
