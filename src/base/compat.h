@@ -16,7 +16,7 @@
 #endif
 
 /* <asm-generic/socket.h> and <linux/socket.h>, Linux 6.5 (glibc 2.39):
- * the peer of a unix socket as a pidfd (issue 19). Older kernels answer
+ * the peer of a unix socket as a pidfd. Older kernels answer
  * ENOPROTOOPT, or send no SCM_PIDFD. */
 #ifndef SO_PASSPIDFD
 #define SO_PASSPIDFD 76

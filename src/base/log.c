@@ -19,7 +19,7 @@ static enum log_level current_level = LOG_LEVEL_INFO;
 
 /* How lines reach stderr. Blocking until the event loop starts (a usage
  * error waits for its reader, as any tool's); from then on a write that
- * would block is dropped and counted (issue 19: another user's flood,
+ * would block is dropped and counted (another user's flood,
  * with stderr a stalled pipe, froze the loop). O_NONBLOCK lives on the
  * open file description, which COMMAND shares: it is never set on fd 2
  * itself. */

@@ -32,7 +32,7 @@ int open_pidfd(pid_t pid);
 /* The process at the other end of a unix socket, for messages that only
  * COMMAND (or a worker it started) may send: a socket claim, READY=1.
  *
- * Not a pid (issue 19): the kernel reports the pid a process had when it
+ * Not a pid: the kernel reports the pid a process had when it
  * connected or sent, and once that process is reaped the number goes to
  * the next process forked. Another user who keeps a connection open from
  * a process that has exited, and wraps the pid counter until a worker of
@@ -54,7 +54,7 @@ struct peer {
  * whatever process has that number now, which is the sender unless the
  * number was reused since it connected or sent (prebind(1), OTHER LOCAL
  * USERS); any other negative value: the process was gone. Without
- * pidfd_open() the checks go by the number, as they did before issue 19:
+ * pidfd_open() the checks go by the number alone:
  * not safe against another user who wraps the pid counter. */
 void peer_init(struct peer *ret, pid_t pid, uid_t uid, gid_t gid, int pidfd);
 void peer_done(struct peer *p);

@@ -22,7 +22,7 @@ struct source {
  * events for A and B; if A's handler closes B and a new source (a timerfd)
  * gets B's number, B's event is stale: its serial is not the new source's,
  * and it is dropped. Without that, the kill timer of --kill-after fired at
- * once on a stale pidfd event (issue 20). Handlers must still bear a
+ * once on a stale pidfd event. Handlers must still bear a
  * spurious call (every fd here is non-blocking; level-triggered epoll
  * reports what is really ready again). */
 struct loop {

@@ -23,7 +23,7 @@ struct loop;
  * walking its sender's parent chain in /proc (a read and a pidfd_open()
  * per level: ms for a sender deep in a chain of forks, µs to send).
  * Without a bound a flood, from another user too, kept the queue from
- * ever emptying and the loop from its timers and signals (issue 19). The
+ * ever emptying and the loop from its timers and signals. The
  * handler stops when it is spent and returns; level-triggered epoll
  * brings what is left back on the next turn. */
 #define LOOP_WAKE_BUDGET_USEC (20 * USEC_PER_MSEC)

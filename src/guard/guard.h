@@ -6,7 +6,7 @@
 #include <sys/types.h>
 
 /* The guard: COMMAND does not outlive prebind, even when prebind is
- * SIGKILLed (issue 20).
+ * SIGKILLed.
  *
  * COMMAND itself gets the kernel's parent-death signal (spawn.c); but that
  * is cleared by a set-user-ID exec or a change of credentials, and never

@@ -52,7 +52,7 @@ const struct intercept_port *intercept_match(const struct intercept_port *ports,
  * each connection). A second bind of the same family gets the socket
  * again: an nginx reload that turns "listen 8080" into "listen
  * 127.0.0.1:8080" binds the new address before it closes the old socket,
- * and a decoy would leave it serving on a port nobody knows (issue 22). */
+ * and a decoy would leave it serving on a port nobody knows. */
 enum intercept_action {
         INTERCEPT_GIVE_SOCKET,
         INTERCEPT_GIVE_DECOY,

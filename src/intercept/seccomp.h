@@ -7,7 +7,7 @@
 
 #include "broker.h"
 
-/* --intercept through seccomp user notification (issue 22): COMMAND's
+/* --intercept through seccomp user notification: COMMAND's
  * process installs a filter before exec that sends its bind() calls to
  * prebind; for an intercepted port prebind puts its own socket at the
  * server's fd number (SECCOMP_IOCTL_NOTIF_ADDFD + SECCOMP_ADDFD_FLAG_SETFD)

@@ -74,7 +74,7 @@ void notify_message_parse(const char *buf, size_t len, struct notify_message *re
 /* The kernel's word for each sender: SCM_CREDENTIALS, and the sender
  * itself as SCM_PIDFD where the kernel has it (Linux 6.5): its pid is
  * only a number, which may be another process's by the time the message
- * is read (issue 19). */
+ * is read. */
 static int pass_credentials(int fd) {
         int one = 1;
 

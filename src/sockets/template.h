@@ -8,7 +8,7 @@
 /* How a value is written where its template was. */
 enum template_quoting {
         TEMPLATE_VERBATIM, /* as it is: -E values, --subst arguments */
-        TEMPLATE_SHELL,    /* shell_quote()d as a word: --ready-exec's sh -c (issue 20) */
+        TEMPLATE_SHELL,    /* shell_quote()d as a word: --ready-exec's sh -c */
 };
 
 /* Expand {FIELD} (the first socket), {NAME.FIELD} (the socket named NAME)

@@ -141,7 +141,7 @@ static int check_sockets(const struct job *job) {
         /* config_parse_argv() checked that fd N is open, not what it is:
          * one of the sockets prebind was passed (LISTEN_FDS, fds from 3)
          * would get the addresses written into it, be closed and yet be
-         * published and passed on (issue 20). */
+         * published and passed on. */
         for (size_t i = 0; c->publish.port_fd >= 0 && i < job->n_sockets; i++)
                 if (job->sockets[i].fd == c->publish.port_fd) {
                         log_error("--port-fd=%d: fd %d is a socket passed to prebind (LISTEN_FDS, name '%s'), "
@@ -380,7 +380,7 @@ static int setup_intercept(struct job *job) {
          * the forwarder) only, not in LISTEN_FDS too: a server that uses
          * inherited sockets when there are any (sd_listen_fds(),
          * go-systemd) would serve on it without a bind(), and the claim
-         * publishing waits for would never come (issue 20). */
+         * publishing waits for would never come. */
         job->n_passed = 0;
         for (size_t i = 0; i < job->n_sockets; i++) {
                 bool intercepted = false;

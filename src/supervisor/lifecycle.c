@@ -69,7 +69,7 @@ static struct lc_transition reload_over(const struct lc_facts *f, unsigned actio
         return (struct lc_transition) { LC_RUNNING, actions };
 }
 
-/* --reload=overlap, issue 24: the new COMMAND starts beside the serving
+/* --reload=overlap: the new COMMAND starts beside the serving
  * one, which is stopped only once the new one is ready; a new one that
  * fails leaves it serving. One reload at a time: requests meanwhile
  * make one more, after it. */

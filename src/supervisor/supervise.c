@@ -265,7 +265,7 @@ static void reap(struct supervisor *s) {
         /* What COMMAND said before it exited is queued already: hear it (a
          * last STATUS=, STOPPING=1, a report of what it bound) while it is
          * a zombie, whose number is still its own: the sender checks go by
-         * pidfd, and a reaped sender's pidfd has no number (issue 19). */
+         * pidfd, and a reaped sender's pidfd has no number. */
         readiness_hear(s->job->readiness);
         /* Every zombie next: one left unreaped would still count as a
          * member of COMMAND's group. */

@@ -58,7 +58,7 @@ struct supervisor {
         int error;                       /* prebind must give up: -errno */
         uint64_t *restarts;              /* when the last restart_burst restarts happened */
         unsigned n_restarts;
-        unsigned generation; /* COMMAND's, from 1 (issue 24) */
+        unsigned generation; /* COMMAND's, from 1 */
         unsigned n_started;  /* COMMANDs started so far */
         pid_t previous;      /* overlapping: the COMMAND that serves while COMMAND (the new one) starts */
         int previous_pidfd;

@@ -7,7 +7,7 @@
 
 #include "loop.h"
 
-/* --watch (issue 24): changes under a set of paths, as one source on the
+/* --watch: changes under a set of paths, as one source on the
  * supervisor's loop (inotify), debounced, reported as one callback with
  * the path that changed last. Directories are watched recursively, new
  * subdirectories as they appear (and scanned: a file made before the
