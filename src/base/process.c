@@ -206,7 +206,8 @@ bool peer_exited(const struct peer *p) {
  * namespace; the walk reads /proc, whose numbers are those of the
  * namespace it was mounted in: under `unshare --pid --fork` without
  * --mount-proc the two differ, and COMMAND was never found to be itself.
- * Its pidfd's fdinfo says. 0 or -1: not visible in /proc at all. Without pidfd_open(), root as it is. */
+ * Its pidfd's fdinfo says. 0 or -1: not visible in /proc at all.
+ * Without pidfd_open(), root as it is. */
 static pid_t pid_as_proc_sees_it(pid_t root) {
         _cleanup_close_ int fd = open_pidfd(root);
 
