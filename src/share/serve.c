@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -313,4 +315,29 @@ void share_ready(struct share *s, const struct bound_socket *sockets, size_t n, 
                 }
                 i++;
         }
+}
+
+/* Under the lock: NAME.sock no longer leads here, so the next caller
+ * starts a new server. Only our own file is removed (a new supervisor's
+ * may be there already). */
+void share_give_up_name(struct share *s) {
+        struct stat st;
+
+        if (s->listen_fd < 0)
+                return;
+        if (s->loop)
+                loop_remove(s->loop, s->listen_fd);
+        if (lstat(s->paths.sock, &st) == 0 && st.st_dev == s->sock_dev && st.st_ino == s->sock_ino)
+                unlink(s->paths.sock);
+        close(s->listen_fd);
+        s->listen_fd = -1;
+}
+
+void share_lock(const struct share *s) {
+        while (flock(s->lock_fd, LOCK_EX) < 0 && errno == EINTR)
+                ;
+}
+
+void share_unlock(const struct share *s) {
+        (void) flock(s->lock_fd, LOCK_UN);
 }

@@ -73,7 +73,8 @@ int share_paths(const char *name, bool create, struct share_paths *ret);
 void share_paths_done(struct share_paths *p);
 /* Connect to NAME.sock and check that the supervisor is this user. */
 int share_connect(const char *path, int *ret);
-int share_check_peer(int fd);
+
+/* serve.c's, for share.c (which serve.c does not call): */
 /* The supervisor: accept every connection waiting in the backlog. */
 void share_accept_pending(struct share *s);
 /* Under the lock: NAME.sock stops leading to this supervisor. */

@@ -169,17 +169,6 @@ static socklen_t unix_address(const char *path, struct sockaddr_un *ret) {
         return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
 }
 
-/* The peer must be this user: the directory keeps others out, and this
- * says so again for every connection (issue 23: no other user attaches). */
-int share_check_peer(int fd) {
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-                return -errno;
-        return cred.uid == geteuid() ? 0 : -EPERM;
-}
-
 int share_connect(const char *path, int *ret) {
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         struct sockaddr_un sa;
@@ -463,31 +452,6 @@ void share_guard(const struct share *s, struct guard *guard) {
                 guard_file_created(guard, GUARD_FILE_REGULAR, s->paths.log, s->log_fd);
         if (s->lock_fd >= 0)
                 guard_file_created(guard, GUARD_FILE_LOCK, s->paths.lock, s->lock_fd);
-}
-
-/* Under the lock: NAME.sock no longer leads here, so the next caller
- * starts a new server. Only our own file is removed (a new supervisor's
- * may be there already). */
-void share_give_up_name(struct share *s) {
-        struct stat st;
-
-        if (s->listen_fd < 0)
-                return;
-        if (s->loop)
-                loop_remove(s->loop, s->listen_fd);
-        if (lstat(s->paths.sock, &st) == 0 && st.st_dev == s->sock_dev && st.st_ino == s->sock_ino)
-                unlink(s->paths.sock);
-        close(s->listen_fd);
-        s->listen_fd = -1;
-}
-
-void share_lock(const struct share *s) {
-        while (flock(s->lock_fd, LOCK_EX) < 0 && errno == EINTR)
-                ;
-}
-
-void share_unlock(const struct share *s) {
-        (void) flock(s->lock_fd, LOCK_UN);
 }
 
 /* Read what a holder sent and we never read (its SHARE_HOLD, when it

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "wire.h"
 
@@ -97,4 +98,15 @@ void share_wire_to_sockets(const struct share_wire_socket *wire, size_t n, struc
                         .addr = wire[i].addr,
                         .addr_len = wire[i].addr_len > sizeof wire[i].addr ? sizeof wire[i].addr : wire[i].addr_len,
                 };
+}
+
+/* The peer must be this user: the directory keeps others out, and this
+ * says so again for every connection (issue 23: no other user attaches). */
+int share_check_peer(int fd) {
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno;
+        return cred.uid == geteuid() ? 0 : -EPERM;
 }

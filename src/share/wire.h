@@ -68,3 +68,7 @@ void share_message_done(struct share_message *m);
  * pointing into the message). */
 void share_wire_from_sockets(const struct bound_socket *sockets, size_t n, struct share_wire_socket *ret);
 void share_wire_to_sockets(const struct share_wire_socket *wire, size_t n, struct bound_socket *ret);
+
+/* The peer on a share connection must be this user (SO_PEERCRED): both
+ * ends check. Returns 0, -EPERM, or -errno. */
+int share_check_peer(int fd);
