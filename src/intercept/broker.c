@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -17,9 +16,9 @@
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "log.h"
-#include "notify.h"
-#include "socket.h"
+#include "listener.h"
 #include "loop.h"
+#include "notify.h"
 #include "process.h"
 
 _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both ends");
@@ -39,20 +38,13 @@ struct pending {
         unsigned ticks;   /* timer ticks seen while pending */
 };
 
-enum broker_listening {
-        BROKER_LISTENING,
-        BROKER_LISTEN_PAUSED, /* out of fds: listen_fd is not watched until the next tick */
-        BROKER_LISTEN_BROKEN, /* accept(2) cannot work on it: never watched again */
-};
-
 struct broker {
-        struct loop *loop; /* watches the listening socket, pending connections, the timer; NULL: not attached */
+        struct loop *loop; /* watches the listening socket, pending connections, the tick; NULL: not attached */
         broker_callback callback;
         void *userdata;
         int listen_fd;
-        int timer_fd; /* ticks while connections are pending or listening is paused */
-        bool ticking;
-        enum broker_listening listening;
+        struct listener listener; /* of listen_fd */
+        struct loop_timer tick;   /* armed while connections are pending */
         pid_t command;
         struct intercept_target targets[INTERCEPT_PORTS_MAX];
         size_t n_targets;
@@ -63,6 +55,10 @@ struct broker {
         char env_address[sizeof "PREBIND_BROKER=" + sizeof(struct sockaddr_un)];
         char env_ports[sizeof "PREBIND_INTERCEPT=" + INTERCEPT_PORTS_MAX * 12];
 };
+
+static bool take_connection(int conn, const union sockaddr_any *addr, socklen_t addr_len, void *userdata);
+static void broker_broken(struct listener *lst, int error, void *userdata);
+static void served(void *userdata);
 
 static int open_listener(struct broker *b) {
         union sockaddr_any addr = { .un = { .sun_family = AF_UNIX } };
@@ -84,6 +80,15 @@ static int open_listener(struct broker *b) {
             listen(b->listen_fd, SOMAXCONN) < 0)
                 return -errno;
         snprintf(b->env_address, sizeof b->env_address, "%s=%s", INTERCEPT_ENV_BROKER, name);
+        listener_init(&b->listener, &(struct listener_params) {
+                                            .fd = b->listen_fd,
+                                            .flags = SOCK_CLOEXEC | SOCK_NONBLOCK,
+                                            .name = "the broker",
+                                            .accepted = take_connection,
+                                            .broken = broker_broken,
+                                            .woke = served,
+                                            .userdata = b,
+                                    });
         return 0;
 }
 
@@ -97,7 +102,7 @@ int broker_open(const struct intercept_target *targets, size_t n, struct broker 
         b = calloc(1, sizeof *b);
         if (!b)
                 return -ENOMEM;
-        b->listen_fd = b->timer_fd = -1;
+        b->listen_fd = -1;
         memcpy(b->targets, targets, n * sizeof *targets);
         b->n_targets = n;
         claims_init(&b->claims, targets, n);
@@ -106,12 +111,6 @@ int broker_open(const struct intercept_target *targets, size_t n, struct broker 
         if (r < 0)
                 goto fail;
         r = open_listener(b);
-        if (r < 0)
-                goto fail;
-        /* Made now, not when first armed: the tick is what resumes
-         * listening after running out of fds (stop_listening()), when
-         * no new timer could be made. */
-        r = timer_new(&b->timer_fd);
         if (r < 0)
                 goto fail;
         *ret = b;
@@ -131,7 +130,6 @@ void broker_free(struct broker *b) {
         }
         if (b->listen_fd >= 0)
                 close(b->listen_fd);
-        timer_stop(&b->timer_fd);
         free(b);
 }
 
@@ -173,6 +171,10 @@ static void forget_pending(struct broker *b, struct pending *p) {
         close(p->fd);
         peer_done(&p->peer);
         *p = b->pending[--b->n_pending];
+        /* An fd is free: a back-off ends (idle connections of another
+         * user's can use them all up). */
+        if (b->loop)
+                (void) listener_watch(&b->listener, b->loop);
 }
 
 static void remember(struct broker *b, pid_t pid, const struct intercept_request *req) {
@@ -294,40 +296,20 @@ static void peer_of_connection(int conn, struct peer *ret) {
         peer_init(ret, cred.pid, cred.uid, cred.gid, pidfd);
 }
 
+static int on_tick(struct loop *l, struct loop_timer *t, void *userdata);
+
 static void start_ticking(struct broker *b) {
-        if (!b->ticking)
-                b->ticking = timer_start(&b->timer_fd, PENDING_TICK_USEC) == 0;
+        if (b->loop && !b->tick.armed)
+                loop_timer_start(b->loop, &b->tick, PENDING_TICK_USEC, on_tick, b);
 }
 
-static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata);
 static int on_connection(struct loop *l, int fd, uint32_t revents, void *userdata);
-
-/* Out of fds (idle connections of another user's can use them up): the
- * listening socket is not watched until the next tick, instead of
- * failing at once on every turn. Broken, it is never watched again. */
-static void stop_listening(struct broker *b, enum broker_listening why) {
-        if (b->listening != BROKER_LISTENING)
-                return;
-        if (b->loop)
-                loop_remove(b->loop, b->listen_fd);
-        b->listening = why;
-        if (why == BROKER_LISTEN_PAUSED)
-                start_ticking(b);
-}
-
-static void resume_listening(struct broker *b) {
-        if (b->listening == BROKER_LISTEN_PAUSED &&
-            (!b->loop || loop_add(b->loop, b->listen_fd, EPOLLIN, on_listen, b) == 0))
-                b->listening = BROKER_LISTENING;
-}
 
 /* A tick: connections that have waited PENDING_TICKS_MAX ticks without
  * a request are closed. */
-static void expire_pending(struct broker *b) {
-        if (!timer_expired(b->timer_fd))
-                return;
-        b->ticking = false;
-        resume_listening(b);
+static int on_tick(struct loop *l, struct loop_timer *t, void *userdata) {
+        struct broker *b = userdata;
+
         for (size_t i = 0; i < b->n_pending;) {
                 struct pending *p = &b->pending[i];
 
@@ -339,10 +321,13 @@ static void expire_pending(struct broker *b) {
                           PENDING_TICKS_MAX * PENDING_TICK_USEC / USEC_PER_SEC);
                 forget_pending(b, p); /* the last one moves to i */
         }
-        if (b->n_pending > 0 || b->listening == BROKER_LISTEN_PAUSED)
+        if (b->n_pending > 0)
                 start_ticking(b);
+        return 0;
 }
 
+/* Anyone may connect: at most LOOP_WAKE_BUDGET_USEC of connections per
+ * wake-up (issue 19); the backlog waits for the next turn. */
 static bool take_connection(int conn, const union sockaddr_any *addr, socklen_t addr_len, void *userdata) {
         struct broker *b = userdata;
         struct pending *p;
@@ -356,7 +341,7 @@ static bool take_connection(int conn, const union sockaddr_any *addr, socklen_t 
                                 oldest = &b->pending[i];
                 forget_pending(b, oldest);
         }
-        if (b->loop && loop_add(b->loop, conn, EPOLLIN, on_connection, b) < 0) {
+        if (b->loop && loop_add(b->loop, conn, LOOP_IN, on_connection, b) < 0) {
                 close(conn);
                 return true;
         }
@@ -369,21 +354,13 @@ static bool take_connection(int conn, const union sockaddr_any *addr, socklen_t 
         return true;
 }
 
-/* Anyone may connect: at most LOOP_WAKE_BUDGET_USEC of connections per
- * wake-up (issue 19); the backlog waits for the next turn. */
-static void accept_all(struct broker *b) {
-        int r = accept_each(b->listen_fd, SOCK_CLOEXEC | SOCK_NONBLOCK, LOOP_WAKE_BUDGET_USEC, take_connection, b);
-
-        if (r < 0 && accept_failure_of(-r) == ACCEPT_FAILURE_BACK_OFF)
-                stop_listening(b, BROKER_LISTEN_PAUSED);
-        else if (r < 0) {
-                /* Trying again would fail again, at every turn. */
-                log_error_errno(r, "the broker cannot accept: %m; no more claims are answered");
-                stop_listening(b, BROKER_LISTEN_BROKEN);
-        }
+static void broker_broken(struct listener *lst, int error, void *userdata) {
+        log_error_errno(error, "the broker cannot accept: %m; no more claims are answered");
 }
 
-static void served(struct broker *b) {
+static void served(void *userdata) {
+        struct broker *b = userdata;
+
         if (b->callback)
                 b->callback(b->userdata);
 }
@@ -399,48 +376,36 @@ static int on_connection(struct loop *l, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
-static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        struct broker *b = userdata;
-
-        accept_all(b);
-        served(b);
-        return 0;
-}
-
-static int on_tick(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        expire_pending(userdata);
-        return 0;
-}
-
 int broker_attach(struct broker *b, struct loop *l, broker_callback callback, void *userdata) {
         int r;
 
         b->loop = l;
         b->callback = callback;
         b->userdata = userdata;
-        if ((r = loop_add(l, b->timer_fd, EPOLLIN, on_tick, b)) < 0 ||
-            (b->listening == BROKER_LISTENING && (r = loop_add(l, b->listen_fd, EPOLLIN, on_listen, b)) < 0))
+        if ((r = listener_watch(&b->listener, l)) < 0)
                 return r;
         for (size_t i = 0; i < b->n_pending; i++)
-                if ((r = loop_add(l, b->pending[i].fd, EPOLLIN, on_connection, b)) < 0)
+                if ((r = loop_add(l, b->pending[i].fd, LOOP_IN, on_connection, b)) < 0)
                         return r;
+        if (b->n_pending > 0)
+                start_ticking(b);
         return 0;
 }
 
 void broker_detach(struct broker *b) {
         if (!b->loop)
                 return;
-        loop_remove(b->loop, b->timer_fd);
-        loop_remove(b->loop, b->listen_fd);
+        listener_pause(&b->listener);
+        loop_timer_stop(b->loop, &b->tick);
         for (size_t i = 0; i < b->n_pending; i++)
                 loop_remove(b->loop, b->pending[i].fd);
         b->loop = NULL;
 }
 
 void broker_dispatch(struct broker *b) {
-        expire_pending(b);
-        if (b->listening == BROKER_LISTENING)
-                accept_all(b);
+        /* Not while backing off: out of fds, trying again now fails too. */
+        if (listener_state(&b->listener) != LISTENER_BACKING_OFF)
+                listener_accept_now(&b->listener);
         /* handle_connection() forgets a connection it is done with, and
          * the last one moves to i. */
         for (size_t i = 0; i < b->n_pending;) {
