@@ -2,13 +2,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "listener.h"
 #include "log.h"
 #include "loop.h"
 #include "share-internal.h"
@@ -37,23 +37,17 @@ static struct share_conn *conn_of(struct share *s, int fd) {
         return NULL;
 }
 
-static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata);
+static int on_linger(struct loop *l, struct loop_timer *t, void *userdata);
 
 /* Nobody holds it: the server stops after --share-linger, unless
  * someone attaches in between. */
 static void arm_linger(struct share *s) {
         uint64_t linger = s->options.linger_usec;
-        int r;
 
-        if (s->stopping || held(s) || linger == UINT64_MAX || s->linger_fd >= 0)
+        if (s->stopping || held(s) || linger == UINT64_MAX || s->linger.armed)
                 return;
         log_debug("--share=%s: no holder left; stopping in %.1fs", s->options.name, (double) linger / USEC_PER_SEC);
-        r = loop_timer_arm(s->loop, &s->linger_fd, linger, on_linger, s);
-        if (r < 0) {
-                log_error_errno(r, "--share: cannot arm the linger timer: %m");
-                s->stopping = true;
-                s->stop(s->userdata);
-        }
+        loop_timer_start(s->loop, &s->linger, linger, on_linger, s);
 }
 
 static void drop_conn(struct share *s, int fd) {
@@ -65,8 +59,12 @@ static void drop_conn(struct share *s, int fd) {
                 loop_remove(s->loop, fd);
         close(fd);
         *c = s->conns[--s->n_conns];
-        if (s->loop)
-                arm_linger(s);
+        if (!s->loop)
+                return;
+        /* An fd is free: a back-off ends. */
+        if (s->listen_fd >= 0)
+                (void) listener_watch(&s->listener, s->loop);
+        arm_linger(s);
 }
 
 static void add_conn(struct share *s, int fd) {
@@ -86,7 +84,7 @@ static void add_conn(struct share *s, int fd) {
                 return;
         }
         s->conns = grown;
-        if (s->loop && (r = loop_add(s->loop, fd, EPOLLIN, on_conn, s)) < 0) {
+        if (s->loop && (r = loop_add(s->loop, fd, LOOP_IN, on_conn, s)) < 0) {
                 log_error_errno(r, "--share: cannot watch a connection: %m");
                 close(fd);
                 return;
@@ -99,53 +97,31 @@ static bool take_conn(int fd, const union sockaddr_any *peer, socklen_t peer_len
         return true;
 }
 
-/* Anyone of this user may connect, and hold fds: out of them, the level-
- * triggered listener would wake the loop at once for ever. */
-static struct log_ratelimit accept_errors = LOG_RATELIMIT_INIT("failed accepts");
+static void accept_broken(struct listener *lst, int error, void *userdata) {
+        struct share *s = userdata;
 
-static void stop_accepting(struct share *s, enum share_accepting why) {
-        if (s->accepting != SHARE_ACCEPTING)
-                return;
-        if (s->loop)
-                loop_remove(s->loop, s->listen_fd);
-        s->accepting = why;
-        if (why == SHARE_BACKING_OFF)
-                (void) timer_start(&s->back_off_fd, ACCEPT_BACK_OFF_USEC); /* made already: needs no fd */
+        log_error_errno(error, "--share=%s: cannot accept: %m; nobody else can attach", s->options.name);
+}
+
+static void listener_setup(struct share *s) {
+        listener_init(&s->listener, &(struct listener_params) {
+                                            .fd = s->listen_fd,
+                                            .flags = SOCK_CLOEXEC | SOCK_NONBLOCK,
+                                            .name = "--share",
+                                            .accepted = take_conn,
+                                            .broken = accept_broken,
+                                            .userdata = s,
+                                    });
 }
 
 void share_accept_pending(struct share *s) {
-        int r;
-
-        if (s->listen_fd < 0 || s->accepting == SHARE_ACCEPT_BROKEN)
+        if (s->listen_fd < 0)
                 return;
-        r = accept_each(s->listen_fd, SOCK_CLOEXEC | SOCK_NONBLOCK, 0, take_conn, s);
-        if (r >= 0 || !s->loop)
-                return; /* not serving (share_finish()): nothing to watch */
-        if (accept_failure_of(-r) == ACCEPT_FAILURE_BACK_OFF) {
-                errno = -r;
-                log_ratelimited(&accept_errors, LOG_LEVEL_ERROR, "--share: cannot accept: %m");
-                stop_accepting(s, SHARE_BACKING_OFF);
-                return;
-        }
-        log_error_errno(r, "--share=%s: cannot accept: %m; nobody else can attach", s->options.name);
-        stop_accepting(s, SHARE_ACCEPT_BROKEN);
-}
-
-static int on_listen(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        share_accept_pending(userdata);
-        return 0;
-}
-
-static int on_back_off(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        struct share *s = userdata;
-
-        if (!timer_expired(fd) || s->accepting != SHARE_BACKING_OFF)
-                return 0;
-        if (s->listen_fd < 0 || loop_add(l, s->listen_fd, EPOLLIN, on_listen, s) == 0)
-                s->accepting = SHARE_ACCEPTING;
-        else
-                (void) timer_start(&s->back_off_fd, ACCEPT_BACK_OFF_USEC);
-        return 0;
+        /* Never served (the job failed first): share_finish() still tells
+         * whoever connected. */
+        if (!s->listener.p.accepted)
+                listener_setup(s);
+        listener_accept_now(&s->listener);
 }
 
 static int send_ready(const struct share *s, int fd) {
@@ -178,16 +154,13 @@ static void begin_stop(struct share *s) {
         if (s->stopping)
                 return;
         s->stopping = true;
-        loop_timer_disarm(s->loop, &s->linger_fd);
+        loop_timer_stop(s->loop, &s->linger);
         s->stop(s->userdata);
 }
 
-static int on_linger(struct loop *l, int fd, uint32_t revents, void *userdata) {
+static int on_linger(struct loop *l, struct loop_timer *t, void *userdata) {
         struct share *s = userdata;
 
-        if (!timer_expired(fd))
-                return 0;
-        loop_timer_disarm(l, &s->linger_fd);
         /* A caller connects under the lock: either it did before we took
          * it (and its connection is in the backlog: accepted here, so the
          * server stays), or it finds the name gone and starts anew. */
@@ -216,7 +189,7 @@ static void on_message(struct share *s, struct share_conn *c, const struct share
                 }
                 c->kind = SHARE_CONN_HOLDER;
                 /* A holder during the linger keeps the server. */
-                loop_timer_disarm(s->loop, &s->linger_fd);
+                loop_timer_stop(s->loop, &s->linger);
                 if (s->ready && send_ready(s, c->fd) < 0)
                         drop_conn(s, c->fd);
                 return;
@@ -266,13 +239,11 @@ int share_serve(struct share *s, struct loop *loop, share_stop_fn stop, void *us
         s->loop = loop;
         s->stop = stop;
         s->userdata = userdata;
-        s->back_off_fd = -1;
-        if ((r = timer_new(&s->back_off_fd)) < 0 || (r = loop_add(loop, s->back_off_fd, EPOLLIN, on_back_off, s)) < 0)
-                return log_error_errno(r, "--share: cannot make a timer: %m");
-        if (s->listen_fd >= 0 && (r = loop_add(loop, s->listen_fd, EPOLLIN, on_listen, s)) < 0)
+        listener_setup(s);
+        if (s->listen_fd >= 0 && (r = listener_watch(&s->listener, loop)) < 0)
                 return log_error_errno(r, "--share: cannot watch '%s': %m", s->paths.sock);
         for (size_t i = 0; i < s->n_conns; i++)
-                if ((r = loop_add(loop, s->conns[i].fd, EPOLLIN, on_conn, s)) < 0)
+                if ((r = loop_add(loop, s->conns[i].fd, LOOP_IN, on_conn, s)) < 0)
                         return log_error_errno(r, "--share: cannot watch a connection: %m");
         /* The first caller's connection waits in the backlog. */
         share_accept_pending(s);
@@ -283,10 +254,8 @@ int share_serve(struct share *s, struct loop *loop, share_stop_fn stop, void *us
 void share_serve_end(struct share *s) {
         if (!s || !s->loop)
                 return;
-        loop_timer_disarm(s->loop, &s->linger_fd);
-        loop_timer_disarm(s->loop, &s->back_off_fd);
-        if (s->listen_fd >= 0)
-                loop_remove(s->loop, s->listen_fd);
+        loop_timer_stop(s->loop, &s->linger);
+        listener_pause(&s->listener);
         for (size_t i = 0; i < s->n_conns; i++)
                 loop_remove(s->loop, s->conns[i].fd);
         s->loop = NULL;
@@ -325,8 +294,7 @@ void share_give_up_name(struct share *s) {
 
         if (s->listen_fd < 0)
                 return;
-        if (s->loop)
-                loop_remove(s->loop, s->listen_fd);
+        listener_pause(&s->listener);
         if (lstat(s->paths.sock, &st) == 0 && st.st_dev == s->sock_dev && st.st_ino == s->sock_ino)
                 unlink(s->paths.sock);
         close(s->listen_fd);

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "listener.h"
+#include "loop.h"
 #include "share.h"
 #include "wire.h"
 
@@ -22,13 +24,6 @@ enum share_conn_kind {
         SHARE_CONN_NEW,    /* nothing yet: may be a holder attaching */
         SHARE_CONN_HOLDER, /* said SHARE_HOLD with our description */
         SHARE_CONN_QUERY,  /* --status or --stop: keeps nothing running */
-};
-
-/* Where NAME.sock stands, while the supervisor serves. */
-enum share_accepting {
-        SHARE_ACCEPTING,     /* watched on the loop */
-        SHARE_BACKING_OFF,   /* out of fds: not watched until back_off_fd fires */
-        SHARE_ACCEPT_BROKEN, /* accept(2) cannot work on it: never watched again */
 };
 
 struct share_conn {
@@ -56,12 +51,9 @@ struct share {
         void *userdata;
         struct share_conn *conns;
         size_t n_conns;
-        int linger_fd;
-        enum share_accepting accepting;
-        /* Made by share_serve(), before fds may run out: then no new
-         * timer could be made to end the back-off. */
-        int back_off_fd;
-        bool stopping; /* stop() was called: no linger, no new holder */
+        struct loop_timer linger;
+        struct listener listener; /* of listen_fd; zeroed: paused */
+        bool stopping;            /* stop() was called: no linger, no new holder */
         bool ready;
         pid_t child_pid;
         struct share_wire_socket *sockets;
@@ -75,7 +67,7 @@ void share_paths_done(struct share_paths *p);
 int share_connect(const char *path, int *ret);
 
 /* serve.c's, for share.c (which serve.c does not call): */
-/* The supervisor: accept every connection waiting in the backlog. */
+/* The supervisor: accept the connections waiting in the backlog. */
 void share_accept_pending(struct share *s);
 /* Under the lock: NAME.sock stops leading to this supervisor. */
 void share_give_up_name(struct share *s);

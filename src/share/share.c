@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -371,8 +370,6 @@ int share_enter(const struct share_options *options, const char *description, st
                 .listen_fd = -1,
                 .conn_fd = -1,
                 .log_fd = -1,
-                .linger_fd = -1,
-                .back_off_fd = -1,
         };
         s->description = strdup(description);
         if (!s->description)
