@@ -13,6 +13,7 @@
 #include "forward.h"
 #include "address.h"
 #include "clock.h"
+#include "listener.h"
 #include "log.h"
 #include "socket.h"
 
@@ -43,12 +44,12 @@ uint32_t forward_interest(const struct forward_flow flows[2], int x) {
 
         /* Read from x while its pipe has room; write to x what the other
          * side's pipe holds. Nothing else: an fd with nothing to do is not
-         * watched at all, or a half-closed socket (EPOLLHUP, reported
+         * watched at all, or a half-closed socket (LOOP_HUP, reported
          * whatever is asked) would wake the loop for ever. */
         if (!in->read_eof && !in->pipe_full && in->pending < in->capacity)
-                events |= EPOLLIN;
+                events |= LOOP_IN;
         if (out->pending > 0)
-                events |= EPOLLOUT;
+                events |= LOOP_OUT;
         return events;
 }
 
@@ -80,12 +81,10 @@ struct forwarder {
         struct forward_params p;
         struct conn *conns;
         size_t n_conns;
-        bool wanted;        /* forwarder_start() was called, and not _stop() */
-        bool listening;     /* listen_fd is in the loop */
-        int retry_timer_fd; /* made up front: after EMFILE & co there is no fd for it */
-        bool backing_off;   /* retry_timer_fd armed: accept again when it fires */
-        int preferred;      /* index into families[] */
-        int wait_timer_fd;  /* connections wait for the server; -1 */
+        bool wanted;                  /* forwarder_start() was called, and not _stop() */
+        struct listener listener;     /* of p.listen_fd */
+        int preferred;                /* index into families[] */
+        struct loop_timer wait_timer; /* armed while connections wait for the server */
         uint64_t wait_delay_usec;
         size_t n_waiting;
         struct forward_stats stats;
@@ -94,11 +93,10 @@ struct forwarder {
 #define WAIT_DELAY_FIRST_USEC (10 * USEC_PER_MSEC)
 #define WAIT_DELAY_MAX_USEC (100 * USEC_PER_MSEC)
 
-static void update_listening(struct forwarder *f);
+static int update_listening(struct forwarder *f);
 
 /* Any client can make these happen, as often as it likes (issue 19). */
 static struct log_ratelimit resets = LOG_RATELIMIT_INIT("forwarding resets");
-static struct log_ratelimit accept_errors = LOG_RATELIMIT_INIT("failed accepts");
 
 static void conn_close_fds(struct conn *c) {
         for (int x = 0; x < 2; x++) {
@@ -171,7 +169,7 @@ static int conn_watch(struct conn *c, int x);
 static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata);
 
 static int conn_watch(struct conn *c, int x) {
-        uint32_t want = c->state == CONN_CONNECTING ? (x == 1 ? EPOLLOUT : 0) : forward_interest(c->flow, x);
+        uint32_t want = c->state == CONN_CONNECTING ? (x == 1 ? LOOP_OUT : 0) : forward_interest(c->flow, x);
         int r = 0;
 
         if (want == c->watched[x])
@@ -294,13 +292,11 @@ static int conn_open(struct conn *c) {
 
 static void conn_connect_next(struct conn *c);
 
-static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+static int wait_timer_handler(struct loop *l, struct loop_timer *t, void *userdata) {
         struct forwarder *f = userdata;
         uint64_t now = now_usec();
         struct conn *next;
 
-        if (!timer_expired(fd))
-                return 0;
         for (struct conn *c = f->conns; c; c = next) {
                 next = c->next;
                 if (c->state != CONN_WAITING)
@@ -327,11 +323,9 @@ static int wait_timer_handler(struct loop *l, int fd, uint32_t revents, void *us
          * first delay. */
         f->wait_delay_usec =
                 f->wait_delay_usec * 2 > WAIT_DELAY_MAX_USEC ? WAIT_DELAY_MAX_USEC : f->wait_delay_usec * 2;
-        if (f->n_waiting == 0) {
-                loop_timer_disarm(l, &f->wait_timer_fd);
-                return 0;
-        }
-        return timer_start(&f->wait_timer_fd, f->wait_delay_usec);
+        if (f->n_waiting > 0)
+                loop_timer_start(l, &f->wait_timer, f->wait_delay_usec, wait_timer_handler, f);
+        return 0;
 }
 
 /* Refused inside: the server is not listening (yet, or again: COMMAND
@@ -343,13 +337,8 @@ static void conn_wait(struct conn *c) {
         if (!c->waiting_since)
                 c->waiting_since = now_usec();
         f->n_waiting++;
-        if (f->wait_timer_fd >= 0)
-                return;
-        if (loop_timer_arm(f->loop, &f->wait_timer_fd, f->wait_delay_usec, wait_timer_handler, f) < 0) {
-                f->stats.refused++;
-                reset_fd(c->fd[0]);
-                conn_free(c);
-        }
+        if (!f->wait_timer.armed)
+                loop_timer_start(f->loop, &f->wait_timer, f->wait_delay_usec, wait_timer_handler, f);
 }
 
 static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
@@ -380,7 +369,7 @@ static int conn_handler(struct loop *l, int fd, uint32_t revents, void *userdata
                 c->watched[1] = 0;
                 return conn_open(c);
         }
-        if (revents & EPOLLERR) {
+        if (revents & LOOP_ERR) {
                 err = sock_error(fd);
                 if (err != 0) {
                         conn_broken(c, x, err);
@@ -473,74 +462,38 @@ static int conn_new(struct forwarder *f, int client_fd) {
         return 0;
 }
 
-static int retry_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        struct forwarder *f = userdata;
-
-        if (!timer_expired(fd))
-                return 0;
-        f->backing_off = false;
-        update_listening(f);
-        return 0;
-}
-
-static bool room_for_more(const struct forwarder *f) {
-        return f->n_conns < f->p.max_connections && f->listening;
-}
-
 static bool forward_accepted(int client, const union sockaddr_any *peer, socklen_t peer_len, void *userdata) {
         struct forwarder *f = userdata;
 
         (void) conn_new(f, client);
-        return room_for_more(f);
+        /* At max_connections: paused, the rest waits in the backlog. */
+        (void) update_listening(f);
+        return f->n_conns < f->p.max_connections;
 }
 
-static int accept_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+static void forward_broken(struct listener *lst, int error, void *userdata) {
         struct forwarder *f = userdata;
-        int r = 0;
 
-        if (room_for_more(f))
-                r = accept_each(fd, SOCK_NONBLOCK | SOCK_CLOEXEC, 0, forward_accepted, f);
-        if (r < 0 && accept_failure_of(-r) == ACCEPT_FAILURE_BACK_OFF) {
-                /* Out of fds: stop accepting until a connection ends, or
-                 * for a while. */
-                errno = -r;
-                log_ratelimited(&accept_errors, LOG_LEVEL_ERROR, "forwarding: cannot accept: %m");
-                loop_remove(l, fd);
-                f->listening = false;
-                if (f->n_conns == 0)
-                        f->backing_off = timer_start(&f->retry_timer_fd, ACCEPT_BACK_OFF_USEC) >= 0;
-                return 0;
-        }
-        if (r < 0) {
-                /* The socket is broken: trying again would fail again,
-                 * at once and for ever. Forwarding stops as
-                 * forwarder_stop() stops it; the connections being
-                 * forwarded go on. */
-                log_error_errno(r, "forwarding: cannot accept: %m; no more connections are forwarded");
-                f->wanted = false;
-        }
-        update_listening(f);
-        return 0;
+        /* Forwarding stops for good, as forwarder_stop() stops it; the
+         * connections being forwarded go on. */
+        log_error_errno(error, "forwarding: cannot accept: %m; no more connections are forwarded");
+        f->wanted = false;
 }
 
 /* Watch the listening socket while forwarding is wanted and there is
- * room for one more connection. */
-static void update_listening(struct forwarder *f) {
-        bool want = f->wanted && f->n_conns < f->p.max_connections && !f->backing_off;
-
-        if (want == f->listening)
-                return;
-        if (want) {
-                if (loop_add(f->loop, f->p.listen_fd, EPOLLIN, accept_handler, f) < 0)
-                        return;
-        } else
-                loop_remove(f->loop, f->p.listen_fd);
-        f->listening = want;
+ * room for one more connection: then also when a connection ended (an
+ * fd is free: a back-off ends). */
+static int update_listening(struct forwarder *f) {
+        if (!f->wanted || f->n_conns >= f->p.max_connections) {
+                listener_pause(&f->listener);
+                return 0;
+        }
+        return listener_watch(&f->listener, f->loop);
 }
 
 int forwarder_new(struct loop *l, const struct forward_params *params, struct forwarder **ret) {
         struct forwarder *f;
-        int flags, r;
+        int flags;
 
         if (!params->make_socket || params->max_connections == 0)
                 return -EINVAL;
@@ -550,17 +503,15 @@ int forwarder_new(struct loop *l, const struct forward_params *params, struct fo
         f = calloc(1, sizeof *f);
         if (!f)
                 return -ENOMEM;
-        *f = (struct forwarder) { .loop = l,
-                                  .p = *params,
-                                  .retry_timer_fd = -1,
-                                  .wait_timer_fd = -1,
-                                  .wait_delay_usec = WAIT_DELAY_FIRST_USEC };
-        if ((r = timer_new(&f->retry_timer_fd)) < 0 ||
-            (r = loop_add(l, f->retry_timer_fd, EPOLLIN, retry_handler, f)) < 0) {
-                timer_stop(&f->retry_timer_fd);
-                free(f);
-                return r;
-        }
+        *f = (struct forwarder) { .loop = l, .p = *params, .wait_delay_usec = WAIT_DELAY_FIRST_USEC };
+        listener_init(&f->listener, &(struct listener_params) {
+                                            .fd = params->listen_fd,
+                                            .flags = SOCK_NONBLOCK | SOCK_CLOEXEC,
+                                            .name = "forwarding",
+                                            .accepted = forward_accepted,
+                                            .broken = forward_broken,
+                                            .userdata = f,
+                                    });
         *ret = f;
         return 0;
 }
@@ -577,16 +528,15 @@ void forwarder_free(struct forwarder *f) {
                         f->conns->prev = NULL;
                 conn_destroy(c);
         }
-        update_listening(f);
-        loop_timer_disarm(f->loop, &f->retry_timer_fd);
-        loop_timer_disarm(f->loop, &f->wait_timer_fd);
+        listener_pause(&f->listener);
+        loop_timer_stop(f->loop, &f->wait_timer);
         free(f);
 }
 
 int forwarder_start(struct forwarder *f) {
-        f->wanted = true;
-        update_listening(f);
-        return f->listening || !f->wanted || f->n_conns >= f->p.max_connections || f->backing_off ? 0 : -ENOMEM;
+        /* Broken: said once already, and stays off. */
+        f->wanted = listener_state(&f->listener) != LISTENER_BROKEN;
+        return update_listening(f);
 }
 
 void forwarder_stop(struct forwarder *f) {

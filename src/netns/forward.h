@@ -79,7 +79,7 @@ struct forward_flow {
         int pipe_full;   /* the pipe took no more although pending < capacity */
         int shut;        /* EOF passed on: the writing side is shut down */
 };
-/* Events (EPOLLIN, EPOLLOUT) to watch on side x (0 client, 1 server):
+/* Events (LOOP_IN, LOOP_OUT) to watch on side x (0 client, 1 server):
  * flows[d] moves bytes from side d to side 1-d. */
 uint32_t forward_interest(const struct forward_flow flows[2], int x);
 /* A connection is over once both directions have passed their EOF on. */
