@@ -57,23 +57,22 @@ void socket_release(struct bound_socket *s);
 
 /* What to do after accept(2) failed with err: the one policy of every
  * socket prebind accepts on (--accept, the --netns forwarder, the
- * --intercept broker, the --share server), applied by accept_each(). */
+ * --intercept broker, the --share server), applied by accept_each() and
+ * acted on by the listener (listener.h). */
 enum accept_failure {
         /* This connection, or none (EAGAIN, and the pending network
          * errors accept(2) says to treat like it): accept the next. */
         ACCEPT_FAILURE_NEXT,
         /* Out of fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the
          * connection stays in the backlog and epoll reports it again at
-         * once, so stop accepting until a connection ends or
-         * ACCEPT_BACK_OFF_USEC passed, then try again. The service goes
-         * on. */
+         * once, so stop accepting until a connection ends or the back-off
+         * passed (listener.h), then try again. The service goes on. */
         ACCEPT_FAILURE_BACK_OFF,
         /* The socket itself is broken (EBADF, EINVAL, ENOTSOCK…): trying
          * again fails again. Accepting on it stops, said once as an
          * error; --accept, for which that is everything, stops. */
         ACCEPT_FAILURE_FATAL,
 };
-#define ACCEPT_BACK_OFF_USEC (100 * USEC_PER_MSEC)
 enum accept_failure accept_failure_of(int err);
 
 /* Called with each connection accept_each() takes (conn is the caller's

@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "accept.h"
 #include "format.h"
+#include "listener.h"
 #include "log.h"
 #include "loop.h"
 #include "macro.h"
@@ -30,12 +30,44 @@ struct acceptor {
         char *path;           /* COMMAND, resolved once */
         pid_t *children;      /* running COMMANDs, max_connections slots; 0 = free */
         unsigned running;
-        bool accepting;   /* the listening sockets are on the loop */
-        bool backing_off; /* out of fds: off the loop for one wait */
-        bool out_of_fds;  /* since the last accept that worked */
+        struct listener *listeners; /* one per socket of the job */
         bool stopping;
         int error; /* accepting cannot go on: -errno */
 };
+
+/* Accept while not stopping and below --max-connections: otherwise the
+ * listening sockets leave the loop, and new connections wait in the
+ * backlog. Watching again is also what ends a back-off when a handler
+ * ended (an fd is free). */
+static void update_accepting(struct acceptor *a);
+
+static void signal_connections(struct acceptor *a, int sig);
+
+/* Accepting cannot go on: stop as for SIGTERM. */
+static void stop_on_error(struct acceptor *a, int error) {
+        a->error = error;
+        a->stopping = true;
+        signal_connections(a, SIGTERM);
+        update_accepting(a);
+}
+
+static void update_accepting(struct acceptor *a) {
+        bool want = !a->stopping && a->running < a->config->max_connections;
+
+        for (size_t i = 0; i < a->job->n_sockets; i++) {
+                int r;
+
+                if (!want) {
+                        listener_pause(&a->listeners[i]);
+                        continue;
+                }
+                r = listener_watch(&a->listeners[i], a->loop);
+                if (r < 0) {
+                        stop_on_error(a, log_error_errno(r, "cannot wait for connections: %m"));
+                        return;
+                }
+        }
+}
 
 static void reap_connections(struct acceptor *a) {
         pid_t pid;
@@ -86,9 +118,6 @@ static bool start_connection(int conn_fd, const union sockaddr_any *peer, sockle
         };
         pid_t pid;
 
-        if (a->out_of_fds)
-                log_info("accepting connections again");
-        a->out_of_fds = false;
         set_remote(a, peer, peer_len);
         pid = spawn_connection(&plan, a->path);
         close(conn.fd);
@@ -102,18 +131,23 @@ static bool start_connection(int conn_fd, const union sockaddr_any *peer, sockle
                         a->running++;
                         break;
                 }
+        update_accepting(a);
         return false;
 }
 
 static void on_signal(const struct signalfd_siginfo *si, struct signal_verdict v, void *userdata) {
         struct acceptor *a = userdata;
 
-        if (v.reap)
+        if (v.reap) {
                 reap_connections(a);
+                update_accepting(a);
+        }
         if (v.reap || v.own)
                 return;
-        if (v.shutdown)
+        if (v.shutdown) {
                 a->stopping = true;
+                update_accepting(a);
+        }
         if (v.forward)
                 signal_connections(a, (int) si->ssi_signo);
         if (v.stop_self)
@@ -127,49 +161,8 @@ static int on_signalfd(struct loop *l, int fd, uint32_t revents, void *userdata)
         return 0;
 }
 
-static int on_listening(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        struct acceptor *a = userdata;
-        int r;
-
-        if (a->stopping || a->running >= a->config->max_connections)
-                return 0;
-        /* The connection's fd is COMMAND's stdin or fd 3: blocking. */
-        r = accept_each(fd, SOCK_CLOEXEC, 0, start_connection, a);
-        if (r < 0 && accept_failure_of(-r) == ACCEPT_FAILURE_BACK_OFF) {
-                /* The connection waits in the backlog until a handler
-                 * ends or ACCEPT_BACK_OFF_USEC passed; said once per
-                 * spell, not once per try. */
-                if (!a->out_of_fds)
-                        log_error_errno(r, "cannot accept a connection: %m; trying again as fds free up");
-                a->out_of_fds = a->backing_off = true;
-        } else if (r < 0) {
-                /* Stop as for SIGTERM, and say so once. */
-                a->error = log_error_errno(r, "cannot accept a connection: %m; stopping");
-                a->stopping = true;
-                signal_connections(a, SIGTERM);
-        }
-        return 0;
-}
-
-/* At the limit, or stopping, the listening sockets leave the loop: new
- * connections wait in the backlog. */
-static int set_accepting(struct acceptor *a, bool accepting) {
-        const struct job *job = a->job;
-        int r;
-
-        if (accepting == a->accepting)
-                return 0;
-        for (size_t i = 0; i < job->n_sockets; i++) {
-                if (!accepting) {
-                        loop_remove(a->loop, job->sockets[i].fd);
-                        continue;
-                }
-                r = loop_add(a->loop, job->sockets[i].fd, EPOLLIN, on_listening, a);
-                if (r < 0)
-                        return r;
-        }
-        a->accepting = accepting;
-        return 0;
+static void accept_broken(struct listener *lst, int error, void *userdata) {
+        stop_on_error(userdata, log_error_errno(error, "cannot accept a connection: %m; stopping"));
 }
 
 /* One environment for every connection: the peer and LISTEN_PID are
@@ -180,12 +173,25 @@ static int prepare(struct acceptor *a) {
 
         a->children = calloc(a->config->max_connections, sizeof(pid_t));
         a->setenv = calloc(job->n_setenv + 3, sizeof(char *));
-        if (!a->children || !a->setenv)
+        a->listeners = calloc(job->n_sockets, sizeof *a->listeners);
+        if (!a->children || !a->setenv || !a->listeners)
                 return -ENOMEM;
-        /* Only prebind accepts on these: non-blocking, so that a client
-         * gone between the wake-up and accept() cannot block the loop. */
-        for (size_t i = 0; i < job->n_sockets; i++)
+        for (size_t i = 0; i < job->n_sockets; i++) {
+                /* Only prebind accepts on these: non-blocking, so that a
+                 * client gone between the wake-up and accept() cannot
+                 * block the loop. */
                 (void) fcntl(job->sockets[i].fd, F_SETFL, fcntl(job->sockets[i].fd, F_GETFL) | O_NONBLOCK);
+                listener_init(&a->listeners[i], &(struct listener_params) {
+                                                        .fd = job->sockets[i].fd,
+                                                        /* The connection's fd is COMMAND's stdin or
+                                                         * fd 3: blocking. */
+                                                        .flags = SOCK_CLOEXEC,
+                                                        .name = "--accept",
+                                                        .accepted = start_connection,
+                                                        .broken = accept_broken,
+                                                        .userdata = a,
+                                                });
+        }
         if (job->n_setenv)
                 memcpy(a->setenv, job->setenv, job->n_setenv * sizeof(char *));
         /* The slots must hold "NAME=" already: child_env_build() keeps
@@ -199,6 +205,9 @@ static int prepare(struct acceptor *a) {
 }
 
 static void acceptor_done(struct acceptor *a) {
+        for (size_t i = 0; a->listeners && i < a->job->n_sockets; i++)
+                listener_pause(&a->listeners[i]);
+        free(a->listeners);
         child_env_done(&a->env);
         free(a->path);
         free(a->children);
@@ -227,24 +236,14 @@ int accept_run(struct job *job, struct outcome *ret) {
         if (r < 0)
                 return r;
         r = loop_new(&a.loop);
-        if (r < 0 || (r = loop_add(a.loop, job->signal_fd, EPOLLIN, on_signalfd, &a)) < 0)
+        if (r < 0 || (r = loop_add(a.loop, job->signal_fd, LOOP_IN, on_signalfd, &a)) < 0)
                 return log_error_errno(r, "cannot watch the event sources: %m");
 
+        update_accepting(&a);
         while (!a.stopping || a.running > 0) {
-                /* Backing off: the sockets are off the loop for one wait,
-                 * which a handler's end (SIGCHLD) or ACCEPT_BACK_OFF_USEC
-                 * ends (no timerfd: there may be no fd for one). */
-                bool pause = a.backing_off;
-
-                a.backing_off = false;
-                r = set_accepting(&a, !a.stopping && a.running < a.config->max_connections && !pause);
-                if (r >= 0)
-                        r = loop_dispatch_once(a.loop, pause ? (int) (ACCEPT_BACK_OFF_USEC / USEC_PER_MSEC) : -1);
-                if (r < 0) {
-                        a.error = log_error_errno(r, "cannot wait for connections: %m");
-                        a.stopping = true;
-                        signal_connections(&a, SIGTERM);
-                }
+                r = loop_dispatch_once(a.loop, -1);
+                if (r < 0)
+                        stop_on_error(&a, log_error_errno(r, "cannot wait for connections: %m"));
         }
         notify_manager("STOPPING=1");
         if (a.error < 0)

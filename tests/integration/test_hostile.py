@@ -715,7 +715,7 @@ def test_fd_exhaustion_in_accept_mode_backs_off_and_keeps_serving(tmp_path):
         p.stderr.close()
     lines = err.splitlines()
     assert status == 0, f"exit {status}; stderr ({len(lines)} lines): {lines[:3]}"
-    assert "cannot accept a connection: Too many open files" in lines[0], lines[:3]
+    assert "--accept: cannot accept: Too many open files" in lines[0], lines[:3]
     assert len(lines) <= 2, lines[:5]
 
 
