@@ -361,26 +361,16 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
         }
 }
 
-/* Combinations that cannot work, told apart after all options are read. */
-static int check_conflicts(const struct config *c) {
+/* Combinations that cannot work for their values, told apart after all
+ * options are read (options_conflict() tells those of the options
+ * themselves). */
+static int check_values(const struct config *c) {
         size_t n_stream = 0;
 
-        if (c->accept && (config_waits_ready(c) || c->restart_set))
-                return usage_error(NULL, NULL,
-                                   "--accept runs a COMMAND per connection: it cannot be combined with "
-                                   "--ready or --restart");
-        if (c->accept && c->exec)
-                return usage_error(NULL, NULL, "--accept needs the supervisor: it cannot be combined with --exec");
-        if (c->exec && c->restart_set)
-                return usage_error(NULL, NULL, "--restart needs the supervisor: it cannot be combined with --exec");
         for (size_t i = 0; i < c->n_listens; i++)
                 n_stream += c->listens[i].type == SOCK_STREAM;
         if (c->accept && n_stream != c->n_listens)
                 return usage_error(NULL, NULL, "--accept takes stream sockets only (no udp:)");
-        if (c->n_intercepts && (c->accept || c->exec || c->inetd))
-                return usage_error(NULL, NULL,
-                                   "--intercept needs the supervisor and a server that binds: it cannot "
-                                   "be combined with --accept, --exec or --inetd");
         /* What each PORT means is checked once the sockets are bound
          * (job.c's intercept_targets()), the same for every --intercept-via. */
         if (c->intercept_via == INTERCEPT_VIA_FORWARD && !c->netns)
@@ -394,20 +384,6 @@ static int check_conflicts(const struct config *c) {
                                    "or forward)");
         if (c->inetd && !c->accept && c->n_listens > 1)
                 return usage_error(NULL, NULL, "--inetd without --accept passes one socket, on stdin");
-        if (c->share.name && (c->exec || c->accept || c->inetd))
-                return usage_error(NULL, NULL,
-                                   "--share needs one supervised COMMAND that no caller owns: it cannot "
-                                   "be combined with --exec, --accept or --inetd");
-        if (c->share_linger_set && !c->share.name)
-                return usage_error(NULL, NULL, "--share-linger needs --share=NAME");
-        if (c->netns && (c->exec || c->accept))
-                return usage_error(NULL, NULL,
-                                   "--netns needs one supervised COMMAND: it cannot be combined with "
-                                   "--exec or --accept");
-        if ((c->reload_set || c->n_watch) && (c->exec || c->accept))
-                return usage_error(NULL, NULL,
-                                   "--reload and --watch need one supervised COMMAND: they cannot be "
-                                   "combined with --exec or --accept");
         /* The old one is stopped once the new one is ready: without a
          * check, "ready" would mean "forked", and the overlap would only
          * give the new one a head start of nothing. */
@@ -423,21 +399,9 @@ static int check_conflicts(const struct config *c) {
         return 0;
 }
 
-int config_parse_argv(int argc, char *argv[], struct config *ret) {
-        _cleanup_(config_done) struct config c = {
-                .socket_options = { .backlog = SOMAXCONN, .socket_mode = 0666 },
-                .publish = { .format = FORMAT_PORT, .port_fd = -1 },
-                .ready = { .timeout_usec = 90 * USEC_PER_SEC, .interval_usec = 100 * 1000 /* testcontainers' poll */ },
-                /* systemd's RestartSec=, StartLimitBurst= and
-                 * StartLimitIntervalSec= defaults, and MaxConnections=. */
-                .restart_delay_usec = 100 * 1000,
-                .restart_burst = 5,
-                .restart_interval_usec = 10 * USEC_PER_SEC,
-                .max_connections = 64,
-                .share = { .linger_usec = 1 * USEC_PER_SEC },
-                .watch_ignore_defaults = true,
-                .watch_delay_usec = 100 * 1000,
-        };
+/* getopt_long's loop: each option into c, and into *given. Returns 1, 0
+ * once --help or --version is printed, or -EINVAL. */
+static int parse_options(int argc, char *argv[], struct config *c, option_set *given) {
         bool print_format_set = false;
         int opt, r;
 
@@ -449,7 +413,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                 /* The element getopt is about to read (optind is 0 before
                  * the first call): a long option is named as typed, a short
                  * one by optopt, as it may be bundled ("-qx"). */
-                int element = optind > 0 ? optind : 1;
+                int element = optind > 0 ? optind : 1, index;
                 char short_option[3] = { '-', 0, '\0' };
                 const char *current;
 
@@ -467,14 +431,47 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
                         printf("prebind %s\n", PREBIND_VERSION);
                         return 0;
                 }
-                r = parse_one(&c, opt, optarg, current, &print_format_set);
+                r = parse_one(c, opt, optarg, current, &print_format_set);
                 if (r < 0)
                         return r;
+                index = options_index(opt);
+                if (index >= 0)
+                        *given |= (option_set) 1 << index;
         }
+        if (!print_format_set)
+                c->publish.print_format = c->publish.format;
+        return 1;
+}
 
+/* What prebind does without options. */
+static const struct config config_defaults = {
+        .socket_options = { .backlog = SOMAXCONN, .socket_mode = 0666 },
+        .publish = { .format = FORMAT_PORT, .port_fd = -1 },
+        .ready = { .timeout_usec = 90 * USEC_PER_SEC, .interval_usec = 100 * 1000 /* testcontainers' poll */ },
+        /* systemd's RestartSec=, StartLimitBurst= and
+         * StartLimitIntervalSec= defaults, and MaxConnections=. */
+        .restart_delay_usec = 100 * 1000,
+        .restart_burst = 5,
+        .restart_interval_usec = 10 * USEC_PER_SEC,
+        .max_connections = 64,
+        .share = { .linger_usec = 1 * USEC_PER_SEC },
+        .watch_ignore_defaults = true,
+        .watch_delay_usec = 100 * 1000,
+};
+
+int config_parse_argv(int argc, char *argv[], struct config *ret) {
+        _cleanup_(config_done) struct config c = config_defaults;
+        option_set given = 0;
+        const char *conflict;
+        int r;
+
+        r = parse_options(argc, argv, &c, &given);
+        if (r <= 0)
+                return r;
+        conflict = options_conflict(given);
+        if (conflict)
+                return usage_error(NULL, NULL, conflict);
         if (c.share.action != SHARE_ACTION_HOLD) {
-                if (!c.share.name)
-                        return usage_error(NULL, NULL, "--status and --stop need --share=NAME");
                 if (optind < argc)
                         return usage_error(NULL, NULL, "--share=NAME --status or --stop takes no COMMAND");
                 *ret = c;
@@ -484,17 +481,7 @@ int config_parse_argv(int argc, char *argv[], struct config *ret) {
         if (optind >= argc)
                 return usage_error(NULL, NULL, "missing COMMAND");
         c.command = argv + optind;
-        /* Options that only mean something to a supervisor. */
-        if (c.exec &&
-            (config_waits_ready(&c) || c.group || c.kill_after_usec || c.die_with_parent || c.no_die_with_supervisor ||
-             c.subreaper || memchr(c.success_status, 1, sizeof c.success_status)))
-                return usage_error(NULL, NULL,
-                                   "--exec leaves no supervisor: it cannot be combined with --ready, "
-                                   "--group, --kill-after, --die-with-parent, --no-die-with-supervisor, "
-                                   "--subreaper or --success-status");
-        if (!print_format_set)
-                c.publish.print_format = c.publish.format;
-        r = check_conflicts(&c);
+        r = check_values(&c);
         if (r < 0)
                 return r;
 

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* prebind's options, each declared once: its name, its argument, its
- * --help text and whether it belongs to a --share server's identity.
- * getopt's table, the optstring and --help are made from it; the unit
- * test walks it against --help, the man page and config_describe(). */
+ * --help text, whether it belongs to a --share server's identity, what
+ * the shell completes as its value and the options it excludes or needs.
+ * getopt's table, the optstring, --help, the conflict checks and the bash
+ * completion (completion/) are made from it; the unit test walks it
+ * against --help, the man page, the completion and config_describe(). */
 #pragma once
 
 #include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* getopt_long's value for the long-only options (the others return their
@@ -65,6 +69,31 @@ enum option_flag {
          * --version). */
 };
 
+/* What the shell completion offers as an option's value. */
+enum option_value {
+        VALUE_ANY,      /* an address, a number, a duration, text: nothing to offer */
+        VALUE_WORDS,    /* one of .words */
+        VALUE_FILE,     /* a file's name */
+        VALUE_VARIABLE, /* an environment variable's name (-E NAME copies it) */
+};
+
+/* A rule between options, checked once all of them are read: given
+ * together with any option of .with (needs: without all of them), the
+ * command line is refused with .message. */
+struct option_rule {
+        const int *with; /* keys, 0-terminated */
+        bool needs;      /* the option needs one of .with (else it excludes them) */
+        const char *message;
+};
+
+/* The rules of a row: EXCLUDES("message", ARG_EXEC, ARG_ACCEPT), NEEDS(...). */
+#define OPTION_KEYS(...) ((const int[]) { __VA_ARGS__, 0 })
+#define EXCLUDES(message_, ...)                                                                                       \
+        { .with = OPTION_KEYS(__VA_ARGS__), .message = message_ }
+#define NEEDS(message_, ...)                                                                                          \
+        { .with = OPTION_KEYS(__VA_ARGS__), .needs = true, .message = message_ }
+#define OPTION_RULES(...) ((const struct option_rule[]) { __VA_ARGS__, {} })
+
 struct option_def {
         const char *name;    /* the long name, without "--" */
         int key;             /* the short letter, or an ARG_* */
@@ -73,10 +102,24 @@ struct option_def {
         const char *section; /* a heading --help puts before it ("": a blank line) */
         unsigned flags;      /* enum option_flag */
         const char *help;    /* --help's text, a line per '\n' */
+        enum option_value value;
+        const char *words;                   /* VALUE_WORDS: the values, separated by spaces */
+        const struct option_rule *conflicts; /* OPTION_RULES(...), NULL: none */
 };
 
 extern const struct option_def option_defs[];
 extern const size_t n_option_defs;
+
+/* The options given, as a set: bit i is option_defs[i]. */
+typedef uint64_t option_set;
+
+/* The index in option_defs of the option getopt_long() returned as key,
+ * or -1. */
+int options_index(int key);
+
+/* The message of the first rule that the options given break, in the
+ * table's order, or NULL. */
+const char *options_conflict(option_set given);
 
 /* getopt_long's table and optstring ("+:" and the short letters), made
  * from option_defs once. */

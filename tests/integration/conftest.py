@@ -1,6 +1,8 @@
 """Shared helpers for the integration tests: the real prebind binary
 against real servers and clients. Every wait is bounded; no fixed ports."""
 
+import array
+import fcntl
 import functools
 import http.client
 import json
@@ -11,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
@@ -353,6 +356,39 @@ def wait_for(predicate, timeout=TIMEOUT, interval=0.02):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval)
+
+
+def assert_nothing_within(seconds, what=None, happened=None, interval=0.02):
+    """An absence check: that something does not happen within seconds.
+    No event marks that nothing happened, so this is the one wait of a
+    fixed length the tests keep (every other wait is for its event):
+    each caller says why its time is long enough. happened(), if given,
+    is checked throughout and must stay false; what names it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if happened is not None:
+            assert not happened(), f"{what} within {seconds} s"
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(interval, left) if happened is not None else left)
+
+
+def pipe_full(fd):
+    """Whether the pipe whose end fd is holds all it can: its writer
+    blocks (or gets EAGAIN)."""
+    queued = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, queued)
+    return queued[0] >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+
+
+def blocked_writing_a_pipe(pid):
+    """Whether process pid sleeps in write(2) to a full pipe (the
+    kernel's function is pipe_write, anon_pipe_write since 6.x)."""
+    try:
+        return "pipe_write" in open(f"/proc/{pid}/wchan").read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def child_of(pid):

@@ -211,6 +211,10 @@ def test_completion_completes_options_and_values(opts, destdir, tmp_path):
     assert complete(script, ["prebind", "--ready", "=", ""]) == ["infinity"]
     assert complete(script, ["prebind", "-l", ""]) == []
     assert complete(script, ["prebind", "--restart", "=", "on"]) == ["on-failure"]
+    # Every option's value as the next word, as the option table says.
+    assert complete(script, ["prebind", "--reload", ""]) == ["restart", "overlap"]
+    assert complete(script, ["prebind", "--share-linger", "i"]) == ["infinity"]
+    assert complete(script, ["prebind", "--ready-log", ""]) == []
     # -E NAME copies NAME from prebind's environment: exported names.
     env = dict(os.environ, PREBIND_TEST_COMPLETION_VAR="1")
     assert complete(script, ["prebind", "-E", "PREBIND_TEST_COMPLETION_"], env=env) == ["PREBIND_TEST_COMPLETION_VAR"]
@@ -268,7 +272,7 @@ def test_dist_tarball_builds_and_passes_the_unit_tests(tmp_path):
         else:
             tar.extractall(tmp_path / "unpacked")
     top = names[0].split("/")[0]
-    for f in ("meson.build", "meson_options.txt", "src/main.c", "man/prebind.1.scd", "completion/prebind.bash",
+    for f in ("meson.build", "meson_options.txt", "src/main.c", "man/prebind.1.scd", "completion/prebind.bash.in",
               "units/prebind-demo.socket.in", "examples/c/server.c", "tests/meson.build"):
         assert f"{top}/{f}" in names, f
     assert not [n for n in names if "/.git/" in n or n.endswith("/.git")]

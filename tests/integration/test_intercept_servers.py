@@ -216,7 +216,7 @@ def test_node_listen_3000(start, tmp_path):
 
 
 UVICORN_TESTS = '''
-import os, subprocess, time, urllib.request, uuid
+import os, select, subprocess, urllib.request, uuid
 import pytest
 
 PREBIND, PYTHON, SERVERS = {prebind!r}, {python!r}, {servers!r}
@@ -224,17 +224,18 @@ PREBIND, PYTHON, SERVERS = {prebind!r}, {python!r}, {servers!r}
 @pytest.mark.parametrize("n", range(8))
 def test_own_server_on_port_8000(n, tmp_path):
     token = uuid.uuid4().hex
-    port_file = tmp_path / "port"
-    p = subprocess.Popen([PREBIND, "-q", f"--port-file={{port_file}}", "--intercept=8000", "--",
+    r, w = os.pipe()
+    p = subprocess.Popen([PREBIND, "-q", f"--port-fd={{w}}", "--intercept=8000", "--",
                           PYTHON, "-m", "uvicorn", "--app-dir", SERVERS, "--port", "8000",
                           "--log-level", "warning", "asgi_app:app"],
-                         env=dict(os.environ, TOKEN=token))
+                         env=dict(os.environ, TOKEN=token), pass_fds=[w])
+    os.close(w)
     try:
-        deadline = time.monotonic() + 90  # 8 uvicorns start at once on a shared machine
-        while not port_file.exists():
-            assert p.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
-        port = int(port_file.read_text())
+        # Published once the server's bind is claimed (EOF if prebind
+        # exits first); 8 uvicorns start at once on a shared machine.
+        assert select.select([r], [], [], 90)[0], "not published within 90 s"
+        port = int(os.read(r, 64) or b"0")
+        assert port, "prebind exited without publishing"
         body = urllib.request.urlopen(f"http://127.0.0.1:{{port}}/{{token}}", timeout=30).read().decode()
         # asgi_app answers with its pid and the path: this client reached
         # the server this test started, not another worker's.
@@ -242,6 +243,7 @@ def test_own_server_on_port_8000(n, tmp_path):
         kids = open(f"/proc/{{p.pid}}/task/{{p.pid}}/children").read().split()
         assert f"pid={{kids[0]}}" in body
     finally:
+        os.close(r)
         p.terminate()
         p.wait(30)
 '''

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, command_child, environ_of, public_prebind, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, command_child, environ_of, public_prebind, read_within, wait_for
 
 NOBODY = 65534
 SLACK = 2.0  # seconds: how late prebind may act on a timeout or a signal
@@ -31,20 +31,23 @@ if WRAPPED:
 # The other user: datagrams to prebind's notify socket until killed (or
 # for a bounded time).
 FLOODER = r"""
-import os, socket, sys, time
+import os, select, socket, sys, time
 address, seconds = sys.argv[1], float(sys.argv[2])
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.setblocking(False)
 deadline = time.monotonic() + seconds
 n = 0
-while time.monotonic() < deadline:
-    try:
-        s.sendto(b"READY=1", "\0" + address[1:])
-        n += 1
-    except BlockingIOError:
-        time.sleep(0.001)
-    except OSError:  # ECONNREFUSED: prebind is gone
-        break
+try:
+    # Connected: poll() then says when prebind's queue has room again.
+    s.connect("\0" + address[1:])
+    while time.monotonic() < deadline:
+        try:
+            s.send(b"READY=1")
+            n += 1
+        except BlockingIOError:
+            select.select([], [s], [], 0.1)
+except OSError:  # ECONNREFUSED: prebind is gone
+    pass
 print(n, flush=True)
 """
 
@@ -58,16 +61,8 @@ def nobody():
 
 def drain(fd, timeout=5):
     """Everything left in the pipe once prebind and COMMAND are gone."""
-    os.set_blocking(fd, False)
     data, deadline = b"", time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            time.sleep(0.01)
-            continue
-        if not chunk:
-            break
+    while chunk := read_within(fd, deadline):
         data += chunk
     return data
 

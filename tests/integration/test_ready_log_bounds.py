@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PREBIND_REAL, PYTHON, TIMEOUT
+from conftest import PREBIND, PREBIND_REAL, PYTHON, TIMEOUT, blocked_writing_a_pipe, command_child, wait_for
 
 # Long lines of the shapes that made glibc's regexec() super-linear: each
 # took seconds to minutes on one line (issue 19: 2.6 s, 43 s, > 150 s).
@@ -99,7 +99,9 @@ def assert_sigterm_goes_through(tmp_path, pattern, command):
     p = subprocess.Popen([PREBIND, f"--ready-log={pattern}", "--ready-timeout=60s", "--", PYTHON, "-c",
                           ON_SIGTERM + command, str(got)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        time.sleep(1 * SLOWER)  # the pipes are full, the matcher busy
+        # The matcher busy: COMMAND waits for prebind to read.
+        command = command_child(p.pid, "LISTEN_FDS")
+        assert command and wait_for(lambda: blocked_writing_a_pipe(command), timeout=TIMEOUT * SLOWER)
         assert p.poll() is None
         sent = time.monotonic()
         p.send_signal(signal.SIGTERM)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, http_get, pid_alive, run, server, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, http_get, pid_alive, pipe_full, run, server, wait_for
 
 READY_SERVER = server("ready_server.py")
 
@@ -83,9 +83,20 @@ def test_log_line_publishes_and_the_server_answers_at_once(start):
     assert p.readline() == "READY to serve"
 
 
+# For COMMAND: drained(fd) returns once prebind has read all that the pipe
+# at fd holds (FIONREAD works on either end), or after 30 s.
+DRAINED = ("import array, fcntl, termios, time\n"
+           "def drained(fd):\n"
+           "    deadline, queued = time.monotonic() + 30, array.array('i', [1])\n"
+           "    while time.monotonic() < deadline:\n"
+           "        fcntl.ioctl(fd, termios.FIONREAD, queued)\n"
+           "        if not queued[0]: return\n"
+           "        time.sleep(0.005)\n")
+
+
 def test_partial_line_on_stderr_then_the_line_on_stdout(start):
-    script = ("import sys, time\n"
-              "sys.stderr.write('ready'); sys.stderr.flush(); time.sleep(0.5)\n"
+    script = (DRAINED + "import sys\n"
+              "sys.stderr.write('ready'); sys.stderr.flush(); drained(2)\n"
               "print('ready!', flush=True); time.sleep(60)\n")
     p, r = start_published(start, ["-v", "--ready-log=ready", "--", PYTHON, "-c", script])
     assert published(r).strip().isdigit()
@@ -180,7 +191,7 @@ def test_a_reader_that_does_not_read_does_not_block_prebind(start, tmp_path):
     with open(tmp_path / "err", "w") as err:
         p, r = start_published(start, ["--ready-log=READY", "--", PYTHON, "-c", script], stderr=err)
         assert published(r).strip().isdigit()
-        time.sleep(0.5)         # the pipes fill up
+        assert wait_for(lambda: pipe_full(p.proc.stdout.fileno())), "stdout never filled up"
         t0 = time.monotonic()
         p.send(signal.SIGTERM)
         assert p.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM
@@ -192,9 +203,9 @@ def test_a_reader_that_does_not_read_does_not_block_prebind(start, tmp_path):
 
 
 def test_never_ready_is_124_with_its_last_lines(tmp_path):
-    script = ("import sys, time\n"
+    script = (DRAINED + "import sys\n"
               "for i in range(15): print(f'line {i}', flush=True)\n"
-              "time.sleep(0.2); print('last words', file=sys.stderr, flush=True)\n"
+              "drained(1); print('last words', file=sys.stderr, flush=True)\n"
               "open(sys.argv[1], 'w').write(str(__import__('os').getpid()))\n"
               "time.sleep(60)\n")
     pidfile = tmp_path / "pid"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, pid_alive, run, server, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, assert_nothing_within, pid_alive, run, server, wait_for
 from test_restart import Load
 
 SERVER = server("generation_http.py")
@@ -72,7 +72,8 @@ def test_twenty_overlapping_reloads_under_load_lose_nothing(start, tmp_path):
         for n in range(2, 22):
             p.send(signal.SIGHUP)
             assert load.wait_generation(n), (n, load.latest(), load.errors[:3])
-        time.sleep(0.2)
+        # Every client on the last one (the one before may still drain).
+        assert wait_for(lambda: all(s and s[-1] == 21 for s in load.seen())), load.seen()
     assert load.failed == 0, load.errors[:5]
     assert load.slowest < WAITED_FOR, load.slowest  # nobody waited for a start-up
     assert all(a["ready"] == "1" for a in load.answers())
@@ -97,12 +98,12 @@ def test_a_new_generation_that_crashes_or_never_gets_ready_leaves_the_old_one_se
         (tmp_path / "crash").touch()
         p.send(signal.SIGHUP)
         assert wait_for(lambda: generation_file(tmp_path) == 2)
-        time.sleep(0.5)
+        p.wait_stderr("reload failed: generation 1 keeps serving")
         (tmp_path / "crash").unlink()
         (tmp_path / "hang").touch()
         p.send(signal.SIGHUP)
         assert wait_for(lambda: generation_file(tmp_path) == 3)
-        time.sleep(3)  # beyond --ready-timeout
+        p.wait_stderr("reload failed: generation 1 keeps serving", count=2)  # after --ready-timeout
         assert p.proc.poll() is None
         assert load.latest() == 1  # still the first one
         (tmp_path / "hang").unlink()
@@ -152,11 +153,16 @@ def test_reloads_requested_during_a_reload_are_coalesced(start, tmp_path):
     p, port = start_overlap(start, tmp_path)
     with Generations(port) as load:
         assert load.wait_generation(1)
-        for _ in range(5):
+        p.send(signal.SIGHUP)
+        p.wait_stderr("reloading: generation 2 starts beside generation 1")
+        for _ in range(4):  # the kernel may merge them: one pending SIGHUP
             p.send(signal.SIGHUP)
-            time.sleep(0.05)
+        p.wait_stderr("one more follows it")
         assert load.wait_generation(3)
-        time.sleep(1.5)  # long enough for a fourth to have started
+        p.wait_stderr("generation 3 ready, serving")
+        # A fourth would start now (no event marks that none does); 1.5 s
+        # is more than its start-up to the generation file.
+        assert_nothing_within(1.5, "a fourth generation", lambda: generation_file(tmp_path) > 3)
     assert generation_file(tmp_path) == 3  # the first, and one more for the four others
     assert load.failed == 0, load.errors[:5]
     assert p.stop() == 0
@@ -173,7 +179,9 @@ def test_the_old_generation_exiting_during_a_reload_leaves_the_new_one(start, tm
         os.kill(old, signal.SIGKILL)  # its status (137) is not prebind's
         assert wait_for(lambda: not pid_alive(old))
         assert load.wait_generation(2)
-        time.sleep(0.2)
+        p.wait_stderr("generation 1 exited with status 137 during the reload")
+        # Had prebind taken that exit for its own, it would be gone by now.
+        assert_nothing_within(0.2, "prebind exited", lambda: p.proc.poll() is not None)
     assert p.proc.poll() is None
     assert p.stop() == 0
     assert "generation 1 exited with status 137 during the reload" in p.err, p.err
@@ -188,7 +196,9 @@ def test_only_the_new_generations_ready_counts_and_the_old_ones_status_is_relaye
         p.send(signal.SIGHUP)
         assert wait_for(lambda: generation_file(tmp_path) == 2)
         os.kill(old, signal.SIGUSR1)  # ...and the old one says READY=1 again
-        time.sleep(1.0)
+        p.wait_stderr("generation 1 says hello")  # its STATUS=, with READY=1
+        # Taken for the new one's, it would have the old one stopped.
+        assert_nothing_within(1.0, "generation 1 stopped", lambda: not pid_alive(old))
         assert pid_alive(old) and load.latest() == 1
     assert p.stop() == 0
     assert "generation 1 says hello" in p.err, p.err
@@ -208,9 +218,11 @@ def test_ready_log_counts_only_the_new_generations_lines(start, tmp_path):
         (tmp_path / "hang").touch()
         p.send(signal.SIGHUP)
         assert wait_for(lambda: generation_file(tmp_path) == 2)
-        time.sleep(0.2)
+        p.wait_stderr("generation 2 starting")  # relayed from its own pipe
         os.kill(old, signal.SIGUSR1)
-        time.sleep(1.0)
+        p.wait_stderr("generation 1 ready\n", count=2)
+        # Taken for the new one's, it would have the old one stopped.
+        assert_nothing_within(1.0, "generation 1 stopped", lambda: not pid_alive(old))
         assert pid_alive(old) and load.latest() == 1
         (tmp_path / "hang").unlink()
         assert load.wait_generation(2)  # its own line counts
@@ -241,7 +253,7 @@ def test_the_manager_hears_reloading_then_ready_with_the_generation(start, tmp_p
     assert wait_for(outer_pf.exists)
     p.send(signal.SIGHUP)  # forwarded to the inner prebind, which reloads
     assert wait_for(lambda: generation_file(tmp_path) == 2)
-    time.sleep(1.0)
+    p.wait_stderr(": generation 2 serving")
     p.stop()
     err = p.err
     assert "is reloading" in err, err
@@ -298,9 +310,10 @@ def test_watch_a_hundred_saves_reload_debounced_with_no_failed_request(start, tm
         for burst in range(10):
             for i in range(10):
                 save(app, kinds[(burst * 10 + i) % 3], burst * 10 + i)
-                time.sleep(0.01)
+                time.sleep(0.01)  # not a wait: the saves' pace is the test's input
             assert load.wait_generation(2 + burst), (burst, load.latest())
-            time.sleep(0.5)  # settled: the next burst is a new reload
+            # Settled: no reload under way, so the next burst is a new one.
+            assert wait_for(lambda: load.latest() == generation_file(state)), (load.latest(), generation_file(state))
         # No reload under way when it stops (a split burst makes one
         # more): a generation stopped while it starts dies of SIGTERM.
         assert wait_for(lambda: load.latest() == generation_file(state)), (load.latest(), generation_file(state))
@@ -329,8 +342,8 @@ def test_watch_ignored_globs_do_not_reload(start, tmp_path):
         (tree / "server.log").write_text("x")
         (tree / "logs" / "today").write_text("x")
         (tree / ".git" / "new").mkdir()
-        time.sleep(1.0)
-        assert generation_file(state) == 1
+        # Ten times --watch-delay: a reload would have begun.
+        assert_nothing_within(1.0, "a reload", lambda: generation_file(state) != 1)
         (tree / "app.py").write_text("x")  # and a real change does
         assert load.wait_generation(2)
     assert p.stop() == 0
@@ -350,7 +363,9 @@ def test_watch_a_file_survives_rename_over_and_implies_restart_on_request(start,
         tmp.write_text(f"{n}\n")
         os.rename(tmp, conf)
         assert wait_for(lambda: len(starts.read_text().split()) == n), (n, starts.read_text())
-        time.sleep(0.3)
+        # One rename is one restart: a second would follow within
+        # --watch-delay (100 ms).
+        assert_nothing_within(0.3, "a second restart", lambda: len(starts.read_text().split()) > n)
     assert len(starts.read_text().split()) == 3
     p.stop()
     assert f"--watch: '{conf}' changed: restarting 'sh'" in p.err, p.err
@@ -407,13 +422,15 @@ def test_watch_follows_the_path_not_the_inode(start, tmp_path, case):
         else:
             configmap(tmp_path, n, f"{n}\n")
         assert wait_for(lambda: len(starts.read_text().split()) >= n), (n, starts.read_text())
-        # Settled (past --watch-delay): the next change is a new restart.
-        time.sleep(0.3)
+        # Settled (past --watch-delay, 100 ms): the next change is a new
+        # restart. A change of several steps may make two (>= n above):
+        # no event says the second will not come.
+        assert_nothing_within(0.3)
     if case == "root renamed and made anew":
         before = len(starts.read_text().split())
         (tmp_path / "src.2" / "late.py").write_text("x")
-        time.sleep(0.5)  # no event to wait for: nothing may happen
-        assert len(starts.read_text().split()) == before
+        # Five times --watch-delay: a restart would have begun.
+        assert_nothing_within(0.5, "a restart", lambda: len(starts.read_text().split()) != before)
     p.stop()
 
 

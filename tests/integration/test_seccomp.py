@@ -421,15 +421,15 @@ def test_restarted_server_claims_again_on_the_same_port(start, go_server):
     p, port = start_go(start, go_server, "--restart=always", "--restart-delay=100ms")
     first = fields(ask(port, "id"))["pid"]
     ask(port, "exit")
-    # The next COMMAND's filter has a listener of its own.
-    second = None
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
+    # The next COMMAND's filter has a listener of its own: wait until it
+    # answers (refused, or reset, until then).
+    def next_pid():
         try:
-            second = fields(ask(port, "id"))["pid"]
-            break
+            return fields(ask(port, "id"))["pid"]
         except (OSError, KeyError):
-            time.sleep(0.05)
+            return None
+
+    second = wait_for(next_pid, timeout=TIMEOUT, interval=0.05)
     assert second and second != first
     assert p.stop() == 128 + signal.SIGTERM
 

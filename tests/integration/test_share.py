@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import PREBIND, PYTHON, TIMEOUT, cpu_seconds, pid_alive, public_prebind, server, wait_for
+from conftest import PREBIND, PYTHON, TIMEOUT, assert_nothing_within, children, cpu_seconds, pid_alive, public_prebind, server, \
+    wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGIN_SRC = os.path.join(HERE, "..", "..", "python", "src")
@@ -146,7 +147,7 @@ INNER_TESTS = textwrap.dedent('''
         assert reply.startswith(b":"), reply
         with open(os.environ["PORTS"], "a") as f:
             f.write(f"{redis.port} {int(reply[1:])}\\n")
-        time.sleep(float(os.environ.get("NAP", "0.02")))
+        time.sleep(float(os.environ.get("NAP", "0.02")))  # the test's own run: its workload, not a wait
 ''')
 
 
@@ -246,17 +247,23 @@ def test_kill_9_of_the_supervisor_leaves_nothing(runtime):
 def test_sixteen_callers_at_the_same_instant_start_one_server(tmp_path, runtime):
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    # Each waits at the gate (opening a FIFO blocks until it has a
-    # writer), then all go at once.
+    # Each waits at the gate (its cat reads the FIFO until it has no
+    # writer left), then all go at once. The test holds the writing end
+    # (O_RDWR does not wait for a reader) until every cat has the FIFO
+    # open: a cat that came later would wait for a writer for ever.
+    writer = os.open(gate, os.O_RDWR | os.O_CLOEXEC)
     callers = [subprocess.Popen(["sh", "-c", 'cat "$0" >/dev/null; exec "$@"', str(gate), PREBIND, "--share=web",
                                  "--print=addr", "--", *HTTP],
                                 env=runtime, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 stdin=subprocess.DEVNULL)
                for _ in range(16)]
     try:
-        time.sleep(0.3)
-        with open(gate, "w"):
-            pass
+        def at_the_gate(caller):
+            return any(has_open(pid, gate) for pid in children(caller.pid))
+
+        assert wait_for(lambda: all(at_the_gate(c) for c in callers)), "not every caller reached the gate"
+        os.close(writer)
+        writer = -1
         addresses = {first_line(c) for c in callers}
         assert len(addresses) == 1, addresses
         # Published once the socket listens: COMMAND may not have written
@@ -266,6 +273,8 @@ def test_sixteen_callers_at_the_same_instant_start_one_server(tmp_path, runtime)
         assert "16 holders" in status(runtime, "web").stdout
         supervisor = supervisor_pid(runtime, "web")
     finally:
+        if writer >= 0:
+            os.close(writer)
         for c in callers:
             c.terminate()
         for c in callers:
@@ -273,14 +282,22 @@ def test_sixteen_callers_at_the_same_instant_start_one_server(tmp_path, runtime)
     gone(runtime, [*pids(runtime), supervisor], int(addresses.pop().rsplit(":", 1)[1]))
 
 
+def has_open(pid, path):
+    """Whether process pid has path open."""
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 def test_a_holder_during_the_linger_keeps_the_server(runtime):
-    # The second holder comes 0.5 s into a 5 s linger: well within it,
-    # even on a loaded machine.
+    # The second holder comes once the server has no holder: within the
+    # 5 s linger, even on a loaded machine.
     a = holder(["--share=web", "--share-linger=5s", "--print", "--", *HTTP], runtime)
     port = first_line(a)
     a.terminate()
     assert a.wait(timeout=TIMEOUT) == 0
-    time.sleep(0.5)
+    assert wait_for(lambda: "0 holders" in status(runtime, "web").stdout, timeout=5, interval=0.05), "no linger"
     b = holder(["--share=web", "--share-linger=5s", "--print", "--", *HTTP], runtime)
     try:
         assert first_line(b) == port
@@ -300,9 +317,7 @@ def test_polling_status_does_not_keep_the_server(runtime):
     supervisor = supervisor_pid(runtime, "web")
     a.terminate()
     assert a.wait(timeout=TIMEOUT) == 0
-    deadline = time.monotonic() + LINGER + SLACK
-    while status(runtime, "web").returncode == 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: status(runtime, "web").returncode != 0, timeout=LINGER + SLACK, interval=0.1)
     assert status(runtime, "web").returncode == 3
     gone(runtime, [*pids(runtime), supervisor], int(port))
 
@@ -589,12 +604,14 @@ def test_status_and_stop(runtime):
     # be written a moment later.
     assert wait_for(lambda: pids(runtime))
     assert f"server pid {pids(runtime)[0]}" in out.stdout
+    supervisor = supervisor_pid(runtime, "web")
     a.terminate()
     assert a.wait(timeout=TIMEOUT) == 0
-    # infinity: it stays without holders, until --stop.
-    time.sleep(LINGER + 0.5)
+    # infinity: it stays without holders, until --stop (beyond the
+    # default linger, which would have stopped it).
+    assert wait_for(lambda: "0 holders" in status(runtime, "web").stdout)
+    assert_nothing_within(LINGER + 0.5, "the server stopped", lambda: not pid_alive(supervisor))
     assert "0 holders" in status(runtime, "web").stdout
-    supervisor = supervisor_pid(runtime, "web")
     out = subprocess.run([PREBIND, "--share=web", "--stop"], env=runtime, capture_output=True, text=True,
                          timeout=TIMEOUT)
     assert out.returncode == 0, out
@@ -627,8 +644,8 @@ def test_out_of_fds_the_server_backs_off_and_accepts_later(runtime):
     try:
         caller.connect(os.path.join(share_dir(runtime), "web.sock"))  # queued in the backlog
         cpu_before, t0 = cpu_seconds(supervisor), time.monotonic()
-        time.sleep(1.0)
-        assert pid_alive(supervisor), "the server stopped"
+        # Spinning shows only over time: a second of it, measured.
+        assert_nothing_within(1.0, "the server stopped", lambda: not pid_alive(supervisor))
         spent = cpu_seconds(supervisor) - cpu_before
         assert spent < 0.5 * (time.monotonic() - t0), f"the server spun: {spent:.2f} s of CPU in 1 s"
         with open(os.path.join(share_dir(runtime), "web.log")) as f:

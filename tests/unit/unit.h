@@ -120,3 +120,41 @@ static inline char *unit_path(const char *name) {
         snprintf(p, sizeof paths[0], "%s/%s", unit_dir, name);
         return p;
 }
+
+/* An argv to hand a parser, its strings kept in it: words added one at
+ * a time (unit_argv_add) or split at spaces (unit_argv_add_words);
+ * NULL-terminated. Zeroed to start. */
+struct unit_argv {
+        int argc;
+        char *argv[64];
+        char text[2048];
+        size_t used;
+};
+
+static inline void unit_argv_add(struct unit_argv *a, const char *word) {
+        size_t len = strlen(word) + 1;
+
+        ck_assert_uint_lt((size_t) a->argc + 1, ARRAY_SIZE(a->argv));
+        ck_assert_uint_le(a->used + len, sizeof a->text);
+        a->argv[a->argc++] = memcpy(a->text + a->used, word, len);
+        a->argv[a->argc] = NULL;
+        a->used += len;
+}
+
+/* "-l 0 --ready": "-l", "0", "--ready" (no quoting: a word with a space
+ * is added alone). */
+static inline void unit_argv_add_words(struct unit_argv *a, const char *words) {
+        char word[256];
+
+        for (const char *p = words; *p;) {
+                size_t len = strcspn(p, " ");
+
+                if (len > 0) {
+                        ck_assert_uint_lt(len, sizeof word);
+                        memcpy(word, p, len);
+                        word[len] = '\0';
+                        unit_argv_add(a, word);
+                }
+                p += len + (p[len] == ' ');
+        }
+}

@@ -7,22 +7,20 @@
 #include <string.h>
 
 #include "config.h"
+#include "unit-describe.h"
 #include "unit.h"
 
-/* The description of argv (a NULL-terminated list), freed by the caller. */
+/* The description of "prebind" and args (a NULL-terminated list), freed
+ * by the caller. */
 static char *describe(const char *const *args) {
-        char *argv[32];
-        int argc = 0;
-        struct config c;
-        char *text = NULL;
+        struct unit_argv a = {};
+        char *text;
 
-        argv[argc++] = (char *) "prebind";
+        unit_argv_add(&a, "prebind");
         for (; *args; args++)
-                argv[argc++] = (char *) *args;
-        argv[argc] = NULL;
-        ck_assert_int_eq(config_parse_argv(argc, argv, &c), 1);
-        ck_assert_int_eq(config_describe(&c, &text), 0);
-        config_done(&c);
+                unit_argv_add(&a, *args);
+        text = unit_describe(&a);
+        ck_assert_msg(text != NULL, "'%s ...' is refused", a.argv[1]);
         return text;
 }
 
@@ -68,6 +66,10 @@ START_TEST(test_description_ignores_each_callers_own_options) {
                    DESCRIBE("--share=x", "--listen=tcp:127.0.0.1:0", "--", "srv"));
         check_same(DESCRIBE("--share=x", "-l", "127.0.0.1:0", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_same(DESCRIBE("--share=x", "-l", "localhost:0", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
+        check_same(DESCRIBE("--share=x", "-l", "0", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
+        check_same(DESCRIBE("--share=x", "-l0", "--", "srv"), DESCRIBE("--share=x", "--listen", "127.0.0.1:0", "srv"));
+        check_same(DESCRIBE("--share=x", "-l", "unix:/tmp/s", "--", "srv"),
+                   DESCRIBE("--share=x", "-l", "/tmp/s", "--", "srv"));
         check_same(DESCRIBE("--share=x", "--ready", "--ready-timeout=1m", "--", "srv"),
                    DESCRIBE("--share=x", "--ready=60s", "--", "srv"));
         check_same(DESCRIBE("--share=x", "--kill-after=1500ms", "--", "srv"),
@@ -80,6 +82,10 @@ START_TEST(test_description_tells_servers_apart) {
         check_differ(DESCRIBE("--share=x", "--", "srv", "a b"), DESCRIBE("--share=x", "--", "srv", "a", "b"));
         check_differ(DESCRIBE("--share=x", "-l", "1234", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_differ(DESCRIBE("--share=x", "-l", "0", "--", "srv"), DESCRIBE("--share=x", "-l", "udp:0", "--", "srv"));
+        /* A socket's name, its address family, and a second socket. */
+        check_differ(DESCRIBE("--share=x", "-l", "web=0", "--", "srv"), DESCRIBE("--share=x", "-l", "0", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "-l", "[::1]:0", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
+        check_differ(DESCRIBE("--share=x", "-l", "0", "-l", "0", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_differ(DESCRIBE("--share=x", "-E", "A=1", "--", "srv"), DESCRIBE("--share=x", "-E", "A=2", "--", "srv"));
         check_differ(DESCRIBE("--share=x", "--intercept=80", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
         check_differ(DESCRIBE("--share=x", "--ready-log=a", "--", "srv"), DESCRIBE("--share=x", "--", "srv"));
