@@ -207,7 +207,9 @@ static int direct_child(void *arg) {
         d->result = -ECHILD;
         if (plan->new_process_group)
                 setpgid(0, 0);
-        (void) die_with_parent(plan->death_signal, d->parent);
+        /* prebind killed while it waited for this exec: nobody's to run. */
+        if (die_with_parent(plan->death_signal, d->parent) == -ESRCH)
+                _exit(EXIT_PREBIND_FAILED);
         /* The guard knows this pid before COMMAND runs: prebind killed
          * before it tells the guard itself leaves nothing unwatched. */
         guard_watch_self(plan->guard, plan->new_process_group);
