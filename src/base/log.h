@@ -80,7 +80,10 @@ unsigned log_ratelimit_take(struct log_ratelimit *rl, uint64_t now_usec, uint64_
 void log_flush(void);
 
 #define log_error(...) log_full(LOG_LEVEL_ERROR, 0, __VA_ARGS__)
-#define log_info(...) log_full(LOG_LEVEL_INFO, 0, __VA_ARGS__)
-#define log_debug(...) log_full(LOG_LEVEL_DEBUG, 0, __VA_ARGS__)
+/* The arguments are evaluated only at a level that prints them: a -q run
+ * formats no address it would not print. */
+#define log_info(...) ((void) (log_get_level() >= LOG_LEVEL_INFO && (log_full(LOG_LEVEL_INFO, 0, __VA_ARGS__), true)))
+#define log_debug(...)                                                                                                \
+        ((void) (log_get_level() >= LOG_LEVEL_DEBUG && (log_full(LOG_LEVEL_DEBUG, 0, __VA_ARGS__), true)))
 /* The one way to say it: return log_oom(); */
 #define log_oom() log_error_errno(ENOMEM, "out of memory")

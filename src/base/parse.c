@@ -4,6 +4,19 @@
 
 #include "parse.h"
 
+char *format_uint(char *p, uint64_t v) {
+        char digits[20];
+        size_t n = 0;
+
+        do
+                digits[n++] = (char) ('0' + v % 10);
+        while ((v /= 10) > 0);
+        while (n > 0)
+                *p++ = digits[--n];
+        *p = '\0';
+        return p;
+}
+
 int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret) {
         unsigned long value = 0;
 

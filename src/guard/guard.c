@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,26 +408,21 @@ static _Noreturn void guard_main(int sock, pid_t prebind, const char *command_na
         _exit(0);
 }
 
-/* In the intermediate child: a session of its own (a kill of prebind's
- * process group misses it, and no terminal is its controlling one: no
- * SIGTTOU for its one message, no hangup), /dev/null for stdin and stdout
- * (a reader of prebind's stdout waits for no guard), stderr kept for the
- * message, the socket at fd 3 and nothing else. Returns 3, or -errno. */
-static int guard_detach(int *sock) {
-        int null, r;
+/* In the guard, first: /dev/null for stdin and stdout (a reader of
+ * prebind's stdout waits for no guard), stderr kept for the message, the
+ * socket at fd 3 and nothing else of prebind's; the signals it answers.
+ * Here, not in the intermediate: prebind waits for the intermediate, not
+ * for this. */
+static void guard_detach(int *sock) {
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-        if (setsid() < 0)
-                return -errno;
-        null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
-                return -errno;
-        if (*sock != 3) {
-                if (dup2(*sock, 3) < 0)
-                        return -errno;
-                *sock = 3;
+        if (null >= 0) {
+                (void) dup2(null, STDIN_FILENO);
+                (void) dup2(null, STDOUT_FILENO);
         }
-        if ((r = fd_range(4, ~0U, FD_CLOSE)) < 0)
-                return r;
+        if (*sock != 3 && dup2(*sock, 3) == 3)
+                *sock = 3;
+        (void) fd_range((unsigned) *sock + 1, ~0U, FD_CLOSE);
         signals_reset(false);
         /* The guard writes to stderr, whose reader may be gone; and only a
          * kill() can send it anything else. SIGTERM stays fatal. */
@@ -435,80 +431,74 @@ static int guard_detach(int *sock) {
         signal(SIGINT, SIG_IGN);
         signal(SIGQUIT, SIG_IGN);
         (void) prctl(PR_SET_NAME, "prebind-guard");
-        return 0;
 }
 
-/* The first message on the socket: 0 from the guard, which runs; or the
- * errno of what failed, from the intermediate. (Not the intermediate's
- * exit status: under valgrind that is valgrind's --error-exitcode.) */
-static void report_start(int sock, int err) {
-        int32_t e = err;
+/* What the intermediate shares with prebind (CLONE_VM), which waits for
+ * it to exit (CLONE_VFORK). */
+struct guard_launch {
+        int sock; /* the guard's end */
+        pid_t prebind;
+        const char *command_name;
+        uint64_t grace_usec;
+        int result; /* 0: the guard runs; or -errno */
+};
 
-        (void) fd_send_message(sock, &e, sizeof e, NULL, 0, 0);
-}
+/* The intermediate: on prebind's memory, prebind stopped until it exits,
+ * so only system calls (fork() copies prebind's memory for the guard).
+ * It makes the session (it is no group leader): a kill of prebind's
+ * process group misses the guard, and no terminal is its controlling one
+ * (no SIGTTOU for its one message, no hangup). Then it forks the guard,
+ * which is thus prebind's grandchild: prebind's only children stay COMMAND
+ * (and its probes), and a kill of prebind's process tree does not reach
+ * it. */
+static int intermediate(void *arg) {
+        struct guard_launch *l = arg;
+        pid_t pid;
 
-/* Once the intermediate is gone, only the guard can hold the other end:
- * its word (report_start()), or EOF if there is no guard. 0 or -errno. */
-static int started(int fd) {
-        int32_t err = 0;
-        size_t len = 0;
-        int r = fd_recv_message(fd, &err, sizeof err, NULL, 0, &len);
+        if (setsid() < 0) {
+                l->result = -errno;
+                _exit(EXIT_FAILURE);
+        }
+        pid = fork();
+        if (pid == 0) {
+                int sock = l->sock;
 
-        if (r < 0)
-                return r;
-        if (len != sizeof err)
-                return -ECHILD;
-        return err > 0 ? -err : 0;
+                guard_detach(&sock);
+                guard_main(sock, l->prebind, l->command_name, l->grace_usec);
+        }
+        l->result = pid < 0 ? -errno : 0;
+        _exit(pid < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
 }
 
 int guard_start(const char *command_name, uint64_t grace_usec, struct guard **ret) {
         _cleanup_free_ struct guard *g = calloc(1, sizeof *g);
-        pid_t prebind = getpid(), mid;
-        int pair[2], status, r;
+        /* The intermediate's stack: it calls setsid() and fork() only. */
+        char stack[8192] __attribute__((aligned(16)));
+        struct guard_launch l = {
+                .prebind = getpid(),
+                .command_name = command_name,
+                .grace_usec = grace_usec,
+                .result = -ECHILD,
+        };
+        int pair[2], r;
+        pid_t mid;
 
         if (!g)
                 return -ENOMEM;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 // cppcheck-suppress memleak ; g is _cleanup_free_, which cppcheck does not follow
                 return -errno;
-        /* A grandchild, not a child: prebind's only children stay COMMAND
-         * (and its probes), a kill of prebind's process tree does not
-         * reach the guard, and the session is made by the intermediate,
-         * which is no group leader. prebind waits for the intermediate: by
-         * then the guard is in its own session and holds nothing of
-         * prebind's but its end of the socket. */
-        mid = fork();
-        if (mid < 0) {
-                r = -errno;
-                close(pair[0]);
-                close(pair[1]);
-                // cppcheck-suppress memleak ; as above
-                return r;
-        }
-        if (mid == 0) {
-                int sock = pair[1];
-                pid_t pid;
-
-                close(pair[0]);
-                r = guard_detach(&sock);
-                if (r < 0) {
-                        report_start(sock, -r);
-                        _exit(EXIT_FAILURE);
-                }
-                pid = fork();
-                if (pid == 0) {
-                        report_start(sock, 0);
-                        guard_main(sock, prebind, command_name, grace_usec);
-                }
-                if (pid < 0)
-                        report_start(sock, errno);
-                _exit(pid < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
-        }
+        l.sock = pair[1];
+        /* No copy of prebind's memory for the intermediate, and no word
+         * from the guard to wait for: when clone() returns, the
+         * intermediate is gone and the guard holds its end of the socket
+         * (what prebind sends meanwhile waits there for it). */
+        mid = clone(intermediate, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &l);
+        r = mid < 0 ? -errno : l.result;
         close(pair[1]);
         /* ECHILD: SIGCHLD is ignored (inherited), and the kernel reaped it. */
-        while (waitpid(mid, &status, 0) < 0 && errno == EINTR)
+        while (mid > 0 && waitpid(mid, NULL, 0) < 0 && errno == EINTR)
                 ;
-        r = started(pair[0]);
         if (r < 0) {
                 close(pair[0]);
                 return r;
@@ -555,6 +545,18 @@ void guard_watch(struct guard *g, pid_t pid, int pidfd, bool group) {
         struct guard_header h = { .pid = pid, .group = group };
 
         guard_send(g, GUARD_WATCH, &h, NULL, pidfd);
+}
+
+void guard_watch_self(const struct guard *g, bool group) {
+        struct guard_header h = { .request = GUARD_WATCH, .pid = getpid(), .group = group };
+        int pidfd;
+
+        if (!g || g->lost)
+                return;
+        pidfd = (int) syscall(SYS_pidfd_open, h.pid, 0U);
+        (void) fd_send_message(g->fd, &h, sizeof h, &pidfd, pidfd >= 0 ? 1 : 0, MSG_DONTWAIT);
+        if (pidfd >= 0)
+                close(pidfd);
 }
 
 void guard_unwatch(struct guard *g, pid_t pid) {

@@ -55,6 +55,12 @@ void guard_free(struct guard *g);
  * stop that still run), and a killed prebind's guard stops them all. */
 void guard_watch(struct guard *g, pid_t pid, int pidfd, bool group);
 
+/* In a child of prebind that is about to exec COMMAND, sharing prebind's
+ * memory (clone(CLONE_VM | CLONE_VFORK)): as guard_watch() for itself,
+ * before its exec. Changes nothing in g, logs nothing: a guard that does
+ * not get it hears of the child from prebind (guard_watch()) too. */
+void guard_watch_self(const struct guard *g, bool group);
+
 /* The COMMAND that ran as pid, and its group, are gone: nothing of it to
  * stop. */
 void guard_unwatch(struct guard *g, pid_t pid);

@@ -119,7 +119,9 @@ static int parse_inet(const char *text, int type, struct listen_spec *ret) {
                         return -EINVAL;
                 memcpy(host, text, len);
                 host[len] = '\0';
-                if (strcmp(host, "localhost") == 0)
+                /* The default address too: without inet_pton(), a default
+                 * run does not page in that part of libc. */
+                if (strcmp(host, "localhost") == 0 || strcmp(host, "127.0.0.1") == 0)
                         in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
                 else if (strcmp(host, "*") == 0)
                         in.sin_addr.s_addr = htonl(INADDR_ANY);

@@ -6,6 +6,7 @@
 
 #include "env.h"
 #include "macro.h"
+#include "parse.h"
 
 /* The variables of the socket-activation and notification protocols:
  * those of an outer activation or manager are never passed on unchanged,
@@ -88,8 +89,10 @@ int child_env_build(char *const *environ_in, char *const *setenv, size_t n_seten
         /* Nothing at fd 3 (--inetd): no LISTEN_* at all. LISTEN_FDS=0 is
          * an error to sd_listen_fds(), not "none". */
         if (n > 0) {
-                if (asprintf(&p, "LISTEN_FDS=%zu", n) < 0)
+                p = malloc(strlen("LISTEN_FDS=") + 21);
+                if (!p)
                         goto oom;
+                format_uint(stpcpy(p, "LISTEN_FDS="), n);
                 env.envp[env.n++] = owned_string(&env, p);
 
                 for (size_t i = 0; i < n; i++)
@@ -122,7 +125,9 @@ oom:
 }
 
 void child_env_set_pid(struct child_env *env, pid_t pid) {
-        snprintf(env->listen_pid, LISTEN_PID_MAX, "LISTEN_PID=%d", (int) pid);
+        /* In a child that shares prebind's memory, before its exec: no
+         * printf (spawn.c). */
+        format_uint(stpcpy(env->listen_pid, "LISTEN_PID="), (uint64_t) pid);
 }
 
 void child_env_done(struct child_env *env) {

@@ -505,6 +505,7 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .new_process_group = job->config->group,
                 .passing = job->config->inetd ? PASS_ON_STDIN : PASS_FROM_FD3,
                 .intercept = job->intercept,
+                .guard = job->guard,
                 .death_signal = config_death_signal(job->config),
                 /* Published once, and at the exec only without readiness
                  * conditions; then before COMMAND runs, unless nothing is. */

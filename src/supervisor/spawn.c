@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "compat.h"
 #include "exitcode.h"
 #include "fd.h"
+#include "guard.h"
 #include "intercept.h"
 #include "netns_job.h"
 #include "signals.h"
@@ -177,9 +179,99 @@ static int trial_exec(char **command, char **envp) {
         return err == EPERM ? 0 : err;
 }
 
+/* Async-signal-safe: write the pieces of a message to stderr. */
+static void write_error(const char *what, const char *name, int err) {
+        const char *parts[] = { "prebind: ", what, " '", name, "': ", strerror(err), "\n" };
+
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+                (void) !write(STDERR_FILENO, parts[i], strlen(parts[i]));
+}
+
+/* What the child of spawn_direct() shares with prebind, which waits
+ * (CLONE_VFORK) until it has exec'd or exited. */
+struct direct {
+        const struct spawn_plan *plan;
+        pid_t parent;
+        int result; /* written by the child: 0 exec'd, -errno, -ECHILD */
+};
+
+/* The child of spawn_direct(): on prebind's memory, prebind stopped until
+ * the exec. So it changes nothing of prebind's but its own result (the
+ * environment is passed to execvpe(), not set in environ), calls nothing
+ * that allocates or takes a lock, and says why it failed by write(2). */
+static int direct_child(void *arg) {
+        struct direct *d = arg;
+        const struct spawn_plan *plan = d->plan;
+        int r;
+
+        d->result = -ECHILD;
+        if (plan->new_process_group)
+                setpgid(0, 0);
+        /* prebind killed while it waited for this exec: nobody's to run. */
+        if (die_with_parent(plan->death_signal, d->parent) == -ESRCH)
+                _exit(EXIT_PREBIND_FAILED);
+        /* The guard knows this pid before COMMAND runs: prebind killed
+         * before it tells the guard itself leaves nothing unwatched. */
+        guard_watch_self(plan->guard, plan->new_process_group);
+        if ((plan->stdout_fd > 0 && dup2(plan->stdout_fd, STDOUT_FILENO) < 0) ||
+            (plan->stderr_fd > 0 && dup2(plan->stderr_fd, STDERR_FILENO) < 0))
+                _exit(EXIT_PREBIND_FAILED);
+        signals_reset(plan->dispositions_are_default);
+        child_env_set_pid(plan->env, getpid());
+        r = layout_fds(plan->sockets, plan->n_sockets, plan->passing, NULL, 0);
+        if (r < 0) {
+                write_error("cannot pass the sockets to", plan->command[0], -r);
+                _exit(EXIT_PREBIND_FAILED);
+        }
+        d->result = 0;
+        execvpe(plan->command[0], plan->command, plan->env->envp);
+        d->result = -errno;
+        _exit(exec_error_to_status(errno));
+}
+
+/* No gate: nothing is published before COMMAND runs. COMMAND is started
+ * as posix_spawn() does: clone(CLONE_VM | CLONE_VFORK), no copy of
+ * prebind's memory, no pipe, and this returns once it has exec'd (or
+ * failed to). Only where the child needs nothing but system calls: no
+ * trial (it forks), no namespace to join (setns() of a user namespace
+ * refuses a shared memory), no seccomp filter to install, and no more
+ * sockets than layout_fds() lays out without allocating. */
+static bool can_spawn_direct(const struct spawn_plan *plan) {
+        return !plan->trial && !plan->join_netns && !plan->intercept && plan->n_sockets <= 16;
+}
+
+static int spawn_direct(const struct spawn_plan *plan, struct spawned *ret) {
+        /* The child's stack: execvpe() builds each PATH candidate on it. */
+        char stack[16384] __attribute__((aligned(16)));
+        struct direct d = { .plan = plan, .parent = getpid() };
+        pid_t pid;
+
+        pid = clone(direct_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &d);
+        if (pid < 0)
+                return -errno;
+        /* Both sides set the group, as in spawn_child(); the child has
+         * exec'd by now (EACCES) or did it itself. */
+        if (plan->new_process_group)
+                (void) setpgid(pid, pid);
+        *ret = (struct spawned) {
+                .pid = pid,
+                .gate_fd = -1,
+                .error_fd = -1,
+                .checked = true,
+                .no_trial = true,
+                .group = plan->new_process_group,
+                .direct = true,
+                .result = d.result,
+        };
+        return 0;
+}
+
 int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
         int gate[2], error[2];
         pid_t parent = getpid(), pid;
+
+        if (can_spawn_direct(plan))
+                return spawn_direct(plan, ret);
 
         if (pipe2(gate, O_CLOEXEC) < 0)
                 return -errno;
@@ -285,6 +377,8 @@ int spawn_check(struct spawned *s) {
         ssize_t k;
         int err = 0;
 
+        if (s->direct)
+                return s->result;
         s->checked = true;
         /* The child's verdict before its gate: the trial's errno, or 0
          * (it can run, or no trial was asked for). EOF first: the child
@@ -303,7 +397,11 @@ int spawn_check(struct spawned *s) {
 }
 
 int spawn_release(struct spawned *s) {
-        int err = s->checked ? 0 : spawn_check(s);
+        int err;
+
+        if (s->direct)
+                return s->result;
+        err = s->checked ? 0 : spawn_check(s);
 
         open_the_gate(s, err == 0);
         if (err == 0)
@@ -318,17 +416,10 @@ void spawn_abandon(struct spawned *s) {
         if (s->no_trial && s->checked)
                 (void) kill(s->group ? -s->pid : s->pid, SIGKILL);
         open_the_gate(s, false);
-        close(s->error_fd);
+        if (s->error_fd >= 0)
+                close(s->error_fd);
         s->gate_fd = s->error_fd = -1;
         (void) waitpid(s->pid, NULL, 0);
-}
-
-/* Async-signal-safe: write the pieces of a message to stderr. */
-static void write_error(const char *what, const char *name, int err) {
-        const char *parts[] = { "prebind: ", what, " '", name, "': ", strerror(err), "\n" };
-
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-                (void) !write(STDERR_FILENO, parts[i], strlen(parts[i]));
 }
 
 pid_t spawn_connection(const struct spawn_plan *plan, const char *path) {

@@ -8,6 +8,7 @@
 #include "env.h"
 #include "socket.h"
 
+struct guard;
 struct intercept;
 
 /* Where COMMAND finds its sockets. */
@@ -48,6 +49,9 @@ struct spawn_plan {
         /* --intercept: the hand-over's part of the child comes last,
          * after the fd layout (intercept_child()); NULL without. */
         const struct intercept *intercept;
+        /* The guard (NULL: none): a child that execs at once (no gate)
+         * tells it about itself before its exec. */
+        const struct guard *guard;
 };
 
 /* A child forked by spawn_child(), waiting at its gate: the two pipes
@@ -59,6 +63,11 @@ struct spawned {
         bool checked;  /* the trial's report was read (spawn_check()) */
         bool no_trial; /* the gate opened in spawn_check(): COMMAND ran if that said 0 */
         bool group;    /* it leads a process group of its own (--group) */
+        /* Started with no gate (clone(CLONE_VM | CLONE_VFORK): spawn_child()
+         * returned once it had exec'd or failed): how that went, 0 or
+         * -errno, -ECHILD when it failed before its exec. */
+        bool direct;
+        int result;
 };
 
 /* Fork a child that resets its signals, lays out its fds, tries COMMAND's

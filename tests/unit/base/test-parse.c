@@ -200,6 +200,24 @@ START_TEST(test_bug_duration_fraction_overflow) {
 }
 END_TEST
 
+START_TEST(test_format_uint) {
+        static const struct {
+                uint64_t v;
+                const char *text;
+        } cases[] = {
+                { 0, "0" }, { 7, "7" }, { 10, "10" }, { 4194304, "4194304" }, { UINT64_MAX, "18446744073709551615" }
+        };
+        char buf[32];
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                char *end = format_uint(buf, cases[i].v);
+
+                ck_assert_str_eq(buf, cases[i].text);
+                ck_assert_ptr_eq(end, buf + strlen(cases[i].text));
+        }
+}
+END_TEST
+
 static Suite *parse_suite(void) {
         Suite *s = suite_create("parse");
         TCase *tc;
@@ -208,6 +226,10 @@ static Suite *parse_suite(void) {
         tcase_add_test(tc, test_parse_uint_valid);
         tcase_add_loop_test(tc, test_parse_uint_errors, 0, ARRAY_SIZE(parse_uint_errors));
         tcase_add_test(tc, test_bug_parse_uint_syntax_before_range);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("format_uint");
+        tcase_add_test(tc, test_format_uint);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("parse_duration");

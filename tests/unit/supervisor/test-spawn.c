@@ -355,6 +355,47 @@ START_TEST(test_exec_failures_are_reported) {
 }
 END_TEST
 
+/* Without a gate the child runs on prebind's memory until its exec
+ * (clone(CLONE_VM | CLONE_VFORK)): spawn_child() returns once it has
+ * exec'd, and prebind's environ, signal mask and fds are as they were;
+ * the child's LISTEN_PID is its own pid. */
+START_TEST(test_direct_spawn_leaves_prebind_as_it_was) {
+        char script[512], *command[] = { "/bin/sh", "-c", script, NULL };
+        const char *out = unit_path("pid");
+        char **environ_before = environ, line[64] = "";
+        sigset_t usr1, mask;
+        struct child_env env;
+        struct spawn_plan plan = { .command = command, .env = &env, .sockets = bound, .n_sockets = 1 };
+        struct spawned child;
+        FILE *f;
+
+        make_sockets(1);
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &usr1, NULL);
+        snprintf(script, sizeof script, "echo \"$LISTEN_PID $$\" > '%s'", out);
+        ck_assert_int_eq(child_env_build(NULL, NULL, 0, bound, 1, &env), 0);
+        ck_assert_int_eq(spawn_child(&plan, &child), 0);
+        ck_assert(child.direct);
+        ck_assert_int_eq(spawn_check(&child), 0);
+        ck_assert_int_eq(spawn_release(&child), 0);
+        ck_assert_int_eq(exit_status_of(unit_wait_bounded(child.pid)), 0);
+        ck_assert_ptr_eq(environ, environ_before);
+        sigprocmask(SIG_BLOCK, NULL, &mask);
+        ck_assert(sigismember(&mask, SIGUSR1));
+        ck_assert_int_ge(fcntl(bound[0].fd, F_GETFD), 0);
+        f = fopen(out, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+        fclose(f);
+        snprintf(script, sizeof script, "%d %d\n", (int) child.pid, (int) child.pid);
+        ck_assert_str_eq(line, script);
+        sigprocmask(SIG_UNBLOCK, &usr1, NULL);
+        child_env_done(&env);
+        close_sockets(1);
+}
+END_TEST
+
 /* A child at its gate whose COMMAND would create the file marker. */
 static struct spawned spawn_marker(const char *marker, struct child_env *env, bool trial) {
         static char script[256];
@@ -555,6 +596,7 @@ int main(void) {
         tcase_add_test(gate, test_exec_failures_are_reported);
         tcase_add_test(gate, test_gate_holds_until_release);
         tcase_add_test(gate, test_check_without_trial_is_the_exec);
+        tcase_add_test(gate, test_direct_spawn_leaves_prebind_as_it_was);
         tcase_add_test(gate, test_abandon_never_execs_and_reaps);
         tcase_add_test(gate, test_new_process_group);
         suite_add_tcase(s, gate);
