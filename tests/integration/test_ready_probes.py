@@ -355,9 +355,13 @@ def test_each_new_command_is_waited_for_again(start, tmp_path, condition):
     args = {"log": ["--ready-log=^READY$"], "exec": [f"--ready-exec=test -e {flag}"], "http": ["--ready-http"]}
     with open(tmp_path / "log", "w") as err:
         p, r = start_published(start, ["-v", "--restart=on-failure", "--restart-delay=0"] + args[condition] + [
-            "--", PYTHON, READY_SERVER, "--line", "READY", "--flag", str(flag), "--exit-after", "0.5",
-            "--once-file", str(once)], stderr=err)
+            "--", PYTHON, READY_SERVER, "--line", "READY", "--flag", str(flag), "--exit-at-eof",
+            "--once-file", str(once)], stdin=subprocess.PIPE, stderr=err)
         assert published(r).strip().isdigit()
+        # The first COMMAND was ready: only now does it exit (at the end
+        # of its stdin), so that a loaded machine cannot make it exit
+        # before its probe passed.
+        p.proc.stdin.close()
         log = lambda: (tmp_path / "log").read_text()  # noqa: E731
         assert wait_for(lambda: log().count("ready: waiting-ready -> running") >= 2), log()
         assert log().count(f"ready: --ready-{condition}") == 2, log()

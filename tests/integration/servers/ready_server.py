@@ -3,10 +3,14 @@ told: an HTTP server on fd 3 (503 until --ready-after seconds have
 passed, then 200), a line on stdout or stderr, a file to create.
 
     ready_server.py [--ready-after S] [--line TEXT] [--stream out|err]
-                    [--no-newline] [--flag PATH] [--exit-after S --exit-status N]
+                    [--no-newline] [--flag PATH] [--exit-at-eof --exit-status N]
                     [--once-file PATH] [--garbage] [--reset]
 
---once-file: --exit-after applies only while PATH does not exist (the
+--exit-at-eof: once ready, exit with --exit-status (removing --flag
+first) when stdin reaches end of file: the test decides when, by closing
+it, so that the exit comes after what the test waited for however loaded
+the machine is (a fixed time could pass before a probe even started).
+--once-file: --exit-at-eof applies only while PATH does not exist (the
 first run of a restarted COMMAND creates it)."""
 
 import argparse
@@ -24,7 +28,7 @@ a.add_argument("--line")
 a.add_argument("--stream", default="out")
 a.add_argument("--no-newline", action="store_true")
 a.add_argument("--flag")
-a.add_argument("--exit-after", type=float)
+a.add_argument("--exit-at-eof", action="store_true")
 a.add_argument("--exit-status", type=int, default=1)
 a.add_argument("--once-file")
 a.add_argument("--garbage", action="store_true", help="answer every request with a non-HTTP line")
@@ -75,8 +79,9 @@ if args.line is not None:
     out.write(args.line + ("" if args.no_newline else "\n"))
     out.flush()
 
-if args.exit_after is not None and first_run:
-    time.sleep(args.exit_after)
+if args.exit_at_eof and first_run:
+    while sys.stdin.buffer.read(4096):
+        pass
     if args.flag:
         os.unlink(args.flag)
     sys.exit(args.exit_status)
