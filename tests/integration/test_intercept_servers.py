@@ -154,6 +154,14 @@ def world_readable_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+# PostgreSQL claims its port before its start-up (recovery, checkpoint) is
+# over, and meanwhile answers "the database system is starting up" rather
+# than leave a connection queued: the claim says that it holds the socket,
+# this line that it accepts queries (what testcontainers waits for; once
+# here, where no image entrypoint runs a first, temporary server).
+PG_READY_LOG = "--ready-log=database system is ready to accept connections"
+
+
 def init_postgres(directory):
     """A cluster made by initdb as postgres in directory (world-readable):
     returns (data dir, socket dir, the setpriv prefix that runs as
@@ -179,7 +187,7 @@ def test_postgresql_select_1(start, tmp_path, world_readable_dir):
     # The default listen_addresses is 'localhost': 127.0.0.1 and ::1, two
     # binds of 5432. The lock file and unix socket are named after the
     # configured port, so each instance needs its own directory (-k).
-    p, port, log = start_intercepted(start, tmp_path, ["--intercept=5432"],
+    p, port, log = start_intercepted(start, tmp_path, ["--intercept=5432", PG_READY_LOG],
                                      as_postgres + [postgres, "-D", str(data), "-p", "5432", "-k", str(sockets),
                                                     "-c", "fsync=off"], timeout=60, env=public_interposer_env())
     out = subprocess.run([psql, "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-At", "-c",

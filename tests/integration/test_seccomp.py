@@ -21,8 +21,8 @@ from conftest import (INTERCEPT_CLIENT, PREBIND, PREBIND_REAL, PYTHON, TIMEOUT, 
                       wait_for)
 from test_netns import (NOBODY, ask, assert_each_reached_its_own, children, fields, go_server,  # noqa: F401
                         public_copy, pwd_nobody, unprivileged_userns_reason)
-from test_intercept_servers import (NGINX_CONF, init_postgres, pg_bin, redis_cli,  # noqa: F401 (a fixture)
-                                    world_readable_dir)
+from test_intercept_servers import (NGINX_CONF, PG_READY_LOG, init_postgres, pg_bin,  # noqa: F401 (a fixture)
+                                    redis_cli, world_readable_dir)
 from test_intercept import error_lines, needs_root, start_intercepted, which
 
 # valgrind (3.19) does not know seccomp(): under it prebind falls back to
@@ -447,7 +447,8 @@ def test_postgresql_as_postgres_from_a_private_build_without_the_library(start, 
     data, sockets, as_postgres = init_postgres(base)
     env = {k: v for k, v in os.environ.items() if k != "PREBIND_INTERCEPT_LIBRARY"}
     port_file = tmp_path / "port"
-    p = subprocess.Popen([str(prebind), "-q", f"--port-file={port_file}", "--intercept=5432", "--"] + as_postgres +
+    p = subprocess.Popen([str(prebind), "-q", f"--port-file={port_file}", "--intercept=5432", PG_READY_LOG, "--"] +
+                         as_postgres +
                          [pg_bin("postgres"), "-D", str(data), "-p", "5432", "-k", str(sockets), "-c", "fsync=off"],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=base)
     try:
