@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -47,9 +46,6 @@ struct relay_transition relay_next(enum relay_state state, enum relay_event even
                                                            RELAY_ACT_UNWATCH_IN | RELAY_ACT_WATCH_OUT };
                 case RELAY_EOF:
                         return (struct relay_transition) { RELAY_ENDED, RELAY_ACT_UNWATCH_IN | RELAY_ACT_LAST_LINE };
-                case RELAY_NAP_FAILED:
-                        /* No timer: read on, without the nap. */
-                        return (struct relay_transition) { RELAY_READING, RELAY_ACT_WATCH_IN };
                 default:
                         return same;
                 }
@@ -92,15 +88,10 @@ const char *relay_state_name(enum relay_state state) {
 
 const char *relay_event_name(enum relay_event event) {
         static const char *const names[_RELAY_EVENT_MAX] = {
-                [RELAY_ATTACH] = "attach",
-                [RELAY_DETACH] = "detach",
-                [RELAY_PASSED] = "passed",
-                [RELAY_TRICKLED] = "trickled",
-                [RELAY_HELD] = "held",
-                [RELAY_EOF] = "eof",
-                [RELAY_NAP_OVER] = "nap-over",
-                [RELAY_WATCH_FAILED] = "watch-failed",
-                [RELAY_NAP_FAILED] = "nap-failed",
+                [RELAY_ATTACH] = "attach",     [RELAY_DETACH] = "detach",
+                [RELAY_PASSED] = "passed",     [RELAY_TRICKLED] = "trickled",
+                [RELAY_HELD] = "held",         [RELAY_EOF] = "eof",
+                [RELAY_NAP_OVER] = "nap-over", [RELAY_WATCH_FAILED] = "watch-failed",
         };
         return event >= 0 && event < _RELAY_EVENT_MAX ? names[event] : "?";
 }
@@ -110,7 +101,7 @@ const char *relay_event_name(enum relay_event event) {
 static void size_pipe(struct relay *r, bool small);
 static int in_handler(struct loop *l, int fd, uint32_t revents, void *userdata);
 static int out_handler(struct loop *l, int fd, uint32_t revents, void *userdata);
-static int nap_handler(struct loop *l, int fd, uint32_t revents, void *userdata);
+static int nap_handler(struct loop *l, struct loop_timer *t, void *userdata);
 
 static bool feeding(const struct relay *r) {
         return r->lines && r->lines_wanted;
@@ -119,8 +110,7 @@ static bool feeding(const struct relay *r) {
 /* Carry out event e: the transition's actions, then its state. A watch
  * the loop refuses is an event of its own, in the state left. Returns 0,
  * or the loop's -errno when a watch failed. */
-/* Bounded recursion: a refused nap is one event more (read on), a
- * refused watch one more (idle, drain), and the drain's detach and
+/* Bounded recursion: a refused watch is one event more (idle, drain), and the drain's detach and
  * re-attach from idle never drain again: a few levels at most. */
 /* NOLINTNEXTLINE(misc-no-recursion): bounded, see above */
 static int relay_on(struct relay *r, enum relay_event e) {
@@ -132,16 +122,15 @@ static int relay_on(struct relay *r, enum relay_event e) {
         if (t.actions & RELAY_ACT_UNWATCH_OUT)
                 loop_remove(r->loop, r->out_fd);
         if (t.actions & RELAY_ACT_STOP_NAP)
-                loop_timer_disarm(r->loop, &r->nap_fd);
+                loop_timer_stop(r->loop, &r->nap);
         if ((t.actions & RELAY_ACT_LAST_LINE) && feeding(r))
                 (void) line_matcher_flush(r->lines);
         if (t.actions & RELAY_ACT_WATCH_IN)
-                k = loop_add(r->loop, r->in_fd, EPOLLIN, in_handler, r);
+                k = loop_add(r->loop, r->in_fd, LOOP_IN, in_handler, r);
         if (k == 0 && (t.actions & RELAY_ACT_WATCH_OUT))
-                k = loop_add(r->loop, r->out_fd, EPOLLOUT, out_handler, r);
-        if (k == 0 && (t.actions & RELAY_ACT_NAP) &&
-            loop_timer_arm(r->loop, &r->nap_fd, RELAY_NAP_USEC, nap_handler, r) < 0)
-                return relay_on(r, RELAY_NAP_FAILED);
+                k = loop_add(r->loop, r->out_fd, LOOP_OUT, out_handler, r);
+        if (k == 0 && (t.actions & RELAY_ACT_NAP))
+                loop_timer_start(r->loop, &r->nap, RELAY_NAP_USEC, nap_handler, r);
         if (k < 0) {
                 (void) relay_on(r, RELAY_WATCH_FAILED);
                 return k;
@@ -339,14 +328,14 @@ static int out_handler(struct loop *l, int fd, uint32_t revents, void *userdata)
 }
 
 /* The nap is over (state: napping): read what gathered at once. */
-static int nap_handler(struct loop *l, int fd, uint32_t revents, void *userdata) {
+static int nap_handler(struct loop *l, struct loop_timer *t, void *userdata) {
         struct relay *r = userdata;
 
-        if (!timer_expired(fd) || r->state != RELAY_NAPPING)
+        if (r->state != RELAY_NAPPING)
                 return 0;
         if (relay_on(r, RELAY_NAP_OVER) < 0)
                 return 0;
-        return in_handler(l, r->in_fd, revents, r);
+        return in_handler(l, r->in_fd, LOOP_IN, r);
 }
 
 /* NOLINTNEXTLINE(misc-no-recursion): see relay_on() */

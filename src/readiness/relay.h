@@ -43,8 +43,8 @@
 enum relay_state {
         RELAY_CLOSED,      /* not open (or closed) */
         RELAY_IDLE,        /* open, on no loop: not attached, detached, or draining */
-        RELAY_READING,     /* the pipe is watched (EPOLLIN) */
-        RELAY_WAITING_OUT, /* bytes wait for the output: it is watched (EPOLLOUT), the pipe is not */
+        RELAY_READING,     /* the pipe is watched (LOOP_IN) */
+        RELAY_WAITING_OUT, /* bytes wait for the output: it is watched (LOOP_OUT), the pipe is not */
         RELAY_NAPPING,     /* a little moved: the pipe rests RELAY_NAP_USEC, its timer is watched */
         RELAY_ENDED,       /* the pipe said EOF (or broke): nothing more comes, nothing is watched */
         _RELAY_STATE_MAX,
@@ -59,7 +59,6 @@ enum relay_event {
         RELAY_EOF,          /* the pipe said EOF, or broke */
         RELAY_NAP_OVER,     /* the nap's timer expired */
         RELAY_WATCH_FAILED, /* the loop refused what a transition from this state watches: nothing is watched now */
-        RELAY_NAP_FAILED,   /* …the nap's timer, in particular */
         _RELAY_EVENT_MAX,
 };
 
@@ -67,11 +66,11 @@ enum relay_event {
 enum relay_action {
         RELAY_ACT_UNWATCH_IN = 1 << 0,  /* the pipe off the loop */
         RELAY_ACT_UNWATCH_OUT = 1 << 1, /* the output off the loop */
-        RELAY_ACT_STOP_NAP = 1 << 2,    /* the nap's timer off the loop, and closed */
+        RELAY_ACT_STOP_NAP = 1 << 2,    /* the nap's timer stopped */
         RELAY_ACT_LAST_LINE = 1 << 3,   /* the stream ended: a last line without a newline is a line (if fed) */
-        RELAY_ACT_WATCH_IN = 1 << 4,    /* the pipe on the loop (EPOLLIN) */
-        RELAY_ACT_WATCH_OUT = 1 << 5,   /* the output on the loop (EPOLLOUT) */
-        RELAY_ACT_NAP = 1 << 6,         /* a timer of RELAY_NAP_USEC on the loop */
+        RELAY_ACT_WATCH_IN = 1 << 4,    /* the pipe on the loop (LOOP_IN) */
+        RELAY_ACT_WATCH_OUT = 1 << 5,   /* the output on the loop (LOOP_OUT) */
+        RELAY_ACT_NAP = 1 << 6,         /* a timer of RELAY_NAP_USEC */
         RELAY_ACT_DRAIN = 1 << 7,       /* nothing could be watched: relay_drain(), which watches the pipe again */
 };
 
@@ -110,7 +109,7 @@ struct relay {
         int in_fd;                        /* the read end of COMMAND's pipe */
         int child_fd;                     /* the write end, for COMMAND's fd 1 or 2 */
         int out_fd;                       /* where bytes go: target_fd, or a non-blocking reopen of it (ours) */
-        int nap_fd;                       /* the nap's timer while napping; -1 */
+        struct loop_timer nap;            /* the nap's timer, armed while napping */
         struct loop *loop;                /* while attached */
         struct line_matcher *lines;       /* NULL: bytes only */
         bool lines_wanted;                /* feed lines (while readiness waits) */
@@ -124,7 +123,7 @@ struct relay {
 
 /* A relay not opened, which relay_close() and relay_drain() take. */
 #define RELAY_UNOPENED                                                                                                \
-        { .state = RELAY_CLOSED, .target_fd = -1, .in_fd = -1, .child_fd = -1, .out_fd = -1, .nap_fd = -1 }
+        { .state = RELAY_CLOSED, .target_fd = -1, .in_fd = -1, .child_fd = -1, .out_fd = -1 }
 
 /* Create the pipe for target_fd (1 or 2); lines (may be NULL) sees every
  * byte. Returns 0 or -errno. */

@@ -12,12 +12,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,7 +58,6 @@ static const struct expect table[_RELAY_STATE_MAX][_RELAY_EVENT_MAX] = {
                 [RELAY_EOF] = X_SAME,
                 [RELAY_NAP_OVER] = X_SAME,
                 [RELAY_WATCH_FAILED] = X_SAME,
-                [RELAY_NAP_FAILED] = X_SAME,
         },
         [RELAY_IDLE] = {
                 [RELAY_ATTACH] = X_TO(RELAY_READING, WATCH_IN),
@@ -72,7 +69,6 @@ static const struct expect table[_RELAY_STATE_MAX][_RELAY_EVENT_MAX] = {
                 [RELAY_NAP_OVER] = X_SAME,
                 /* relay_attach() returns the loop's error. */
                 [RELAY_WATCH_FAILED] = X_SAME,
-                [RELAY_NAP_FAILED] = X_SAME,
         },
         [RELAY_READING] = {
                 [RELAY_ATTACH] = X_SAME,
@@ -83,7 +79,6 @@ static const struct expect table[_RELAY_STATE_MAX][_RELAY_EVENT_MAX] = {
                 [RELAY_EOF] = X_TO(RELAY_ENDED, UNWATCH_IN | LAST_LINE),
                 [RELAY_NAP_OVER] = X_SAME,
                 [RELAY_WATCH_FAILED] = X_TO(RELAY_IDLE, DRAIN),
-                [RELAY_NAP_FAILED] = X_TO(RELAY_READING, WATCH_IN),
         },
         [RELAY_WAITING_OUT] = {
                 [RELAY_ATTACH] = X_SAME,
@@ -94,7 +89,6 @@ static const struct expect table[_RELAY_STATE_MAX][_RELAY_EVENT_MAX] = {
                 [RELAY_EOF] = X_SAME,
                 [RELAY_NAP_OVER] = X_SAME,
                 [RELAY_WATCH_FAILED] = X_TO(RELAY_IDLE, DRAIN),
-                [RELAY_NAP_FAILED] = X_SAME,
         },
         [RELAY_NAPPING] = {
                 [RELAY_ATTACH] = X_SAME,
@@ -105,7 +99,6 @@ static const struct expect table[_RELAY_STATE_MAX][_RELAY_EVENT_MAX] = {
                 [RELAY_EOF] = X_SAME,
                 [RELAY_NAP_OVER] = X_TO(RELAY_READING, STOP_NAP | WATCH_IN),
                 [RELAY_WATCH_FAILED] = X_TO(RELAY_IDLE, DRAIN),
-                [RELAY_NAP_FAILED] = X_SAME,
         },
         [RELAY_ENDED] = {
                 [RELAY_ATTACH] = X_SAME,
@@ -116,7 +109,6 @@ static const struct expect table[_RELAY_STATE_MAX][_RELAY_EVENT_MAX] = {
                 [RELAY_EOF] = X_SAME,
                 [RELAY_NAP_OVER] = X_SAME,
                 [RELAY_WATCH_FAILED] = X_SAME,
-                [RELAY_NAP_FAILED] = X_SAME,
         },
 };
 
@@ -150,7 +142,7 @@ static unsigned watched_in(enum relay_state s) {
 /* Does a failure event come in state s: after a transition from s that
  * watches (what the failed watch was to replace is off the loop). */
 static bool comes_after_a_failure(enum relay_state s, enum relay_event e) {
-        unsigned bits = e == RELAY_WATCH_FAILED ? WATCH_IN | WATCH_OUT : e == RELAY_NAP_FAILED ? NAP : 0;
+        unsigned bits = e == RELAY_WATCH_FAILED ? WATCH_IN | WATCH_OUT : 0;
 
         for (int o = 0; bits && o < _RELAY_EVENT_MAX; o++)
                 if (relay_next(s, o).actions & bits)
@@ -222,7 +214,7 @@ START_TEST(test_action_targets) {
                         if (s == RELAY_IDLE && t.state != RELAY_IDLE)
                                 ck_assert(e == RELAY_ATTACH);
                         /* An event that means nothing changes nothing. */
-                        if ((int) t.state == s && e != RELAY_NAP_FAILED)
+                        if ((int) t.state == s)
                                 ck_assert(t.actions == 0);
                 }
 }
@@ -487,10 +479,10 @@ START_TEST(test_lines_before_and_after_the_ready_line) {
         ck_assert_uint_eq(rig->fed, 2);
         /* A little moved: the pipe rests. */
         ck_assert_int_eq(rig->r.state, RELAY_NAPPING);
-        ck_assert_int_ge(rig->r.nap_fd, 0);
+        ck_assert(rig->r.nap.armed);
         settle();
         ck_assert_int_eq(rig->r.state, RELAY_READING);
-        ck_assert_int_eq(rig->r.nap_fd, -1);
+        ck_assert(!rig->r.nap.armed);
         ck_assert_uint_eq(rig->r.relayed, rig->n_got);
         ck_assert_uint_eq(rig->r.dropped, 0);
 }
@@ -854,7 +846,7 @@ START_TEST(test_detach_while_reading_and_napping) {
         ck_assert_int_eq(rig->r.state, RELAY_NAPPING);
         relay_detach(&rig->r);
         ck_assert_int_eq(rig->r.state, RELAY_IDLE);
-        ck_assert_int_eq(rig->r.nap_fd, -1);
+        ck_assert(!rig->r.nap.armed);
         ck_assert_int_eq(relay_attach(&rig->r, rig->loop, on_lines, rig), 0);
         puts_("b");
         settle();
@@ -890,7 +882,7 @@ END_TEST
 START_TEST(test_attach_refused) {
         rig_open(-1, NULL, 65536);
         relay_detach(&rig->r);
-        ck_assert_int_eq(loop_add(rig->loop, rig->r.in_fd, EPOLLIN, dummy_handler, NULL), 0);
+        ck_assert_int_eq(loop_add(rig->loop, rig->r.in_fd, LOOP_IN, dummy_handler, NULL), 0);
         ck_assert_int_eq(relay_attach(&rig->r, rig->loop, on_lines, rig), -EEXIST);
         ck_assert_int_eq(rig->r.state, RELAY_IDLE);
         ck_assert_ptr_null(rig->r.loop);
@@ -907,13 +899,13 @@ START_TEST(test_pipe_refused_after_the_nap) {
         puts_("a");
         dispatch(1000);
         ck_assert_int_eq(rig->r.state, RELAY_NAPPING);
-        ck_assert_int_eq(loop_add(rig->loop, rig->r.in_fd, EPOLLIN, dummy_handler, NULL), 0);
+        ck_assert_int_eq(loop_add(rig->loop, rig->r.in_fd, LOOP_IN, dummy_handler, NULL), 0);
         puts_("bc");
         while (rig->r.state == RELAY_NAPPING)
                 dispatch(1000);
         ck_assert_int_eq(rig->r.state, RELAY_IDLE);
         ck_assert_ptr_null(rig->r.loop);
-        ck_assert_int_eq(rig->r.nap_fd, -1);
+        ck_assert(!rig->r.nap.armed);
         take();
         assert_got("abc");
         loop_remove(rig->loop, rig->r.in_fd);
@@ -931,7 +923,7 @@ START_TEST(test_pipe_refused_after_waiting_out) {
         put(data, n);
         dispatch(1000);
         ck_assert_int_eq(rig->r.state, RELAY_WAITING_OUT);
-        ck_assert_int_eq(loop_add(rig->loop, rig->r.in_fd, EPOLLIN, dummy_handler, NULL), 0);
+        ck_assert_int_eq(loop_add(rig->loop, rig->r.in_fd, LOOP_IN, dummy_handler, NULL), 0);
         take();
         dispatch(1000);
         ck_assert_int_eq(rig->r.state, RELAY_IDLE);
@@ -951,7 +943,7 @@ START_TEST(test_output_refused) {
         pid_t pid;
 
         rig_open(-1, "^never$", 4096);
-        ck_assert_int_eq(loop_add(rig->loop, rig->r.out_fd, EPOLLOUT, dummy_handler, NULL), 0);
+        ck_assert_int_eq(loop_add(rig->loop, rig->r.out_fd, LOOP_OUT, dummy_handler, NULL), 0);
         put(data, n);
         pid = slow_reader(50);
         dispatch(1000);
@@ -964,19 +956,23 @@ START_TEST(test_output_refused) {
 }
 END_TEST
 
-/* No timer for the nap (no fd left): the relay reads on without it. In a
- * child, whose fd limit is lowered. */
-static int without_timers(void) {
+/* The nap needs no fd (the loop keeps its deadline): with no fd left, the
+ * relay naps and reads on. In a child, whose fd limit is lowered. */
+static int without_fds(void) {
         puts_("a");
         dispatch(1000);
-        if (rig->r.state != RELAY_READING || rig->r.nap_fd != -1 || rig->r.relayed != 1)
+        /* A little moved: a nap, though no fd is left. */
+        if (rig->r.state != RELAY_NAPPING || !rig->r.nap.armed || rig->r.relayed != 1)
                 return 4;
+        settle();
+        if (rig->r.state != RELAY_READING || rig->r.nap.armed)
+                return 5;
         puts_("b");
-        dispatch(1000);
-        return rig->r.relayed == 2 ? 0 : 5;
+        settle();
+        return rig->r.relayed == 2 ? 0 : 6;
 }
 
-static void child_without_timers(void) {
+static void child_without_fds(void) {
         struct rlimit lim, saved;
         int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), t, status;
 
@@ -988,20 +984,20 @@ static void child_without_timers(void) {
         lim.rlim_cur = (rlim_t) fd;
         if (setrlimit(RLIMIT_NOFILE, &lim) < 0)
                 exit(3);
-        t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+        t = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (t >= 0) {
                 /* (valgrind keeps fds of its own: nothing to test.) */
                 close(t);
                 exit(0);
         }
-        status = without_timers();
+        status = without_fds();
         /* (A coverage build writes its counts at exit.) */
         (void) setrlimit(RLIMIT_NOFILE, &saved);
         exit(status);
 }
 
-START_TEST(test_no_timer_for_the_nap) {
-        static void (*const children[])(void) = { child_without_timers };
+START_TEST(test_the_nap_needs_no_fd) {
+        static void (*const children[])(void) = { child_without_fds };
 
         rig_open(-1, NULL, 65536);
         unit_child_passes(children, 0);
@@ -1051,7 +1047,7 @@ int main(void) {
         tcase_add_test(fallbacks, test_pipe_refused_after_the_nap);
         tcase_add_test(fallbacks, test_pipe_refused_after_waiting_out);
         tcase_add_test(fallbacks, test_output_refused);
-        tcase_add_test(fallbacks, test_no_timer_for_the_nap);
+        tcase_add_test(fallbacks, test_the_nap_needs_no_fd);
         suite_add_tcase(s, fallbacks);
         return unit_run(s);
 }
