@@ -58,18 +58,6 @@ struct forward_stats {
 };
 void forwarder_get_stats(const struct forwarder *f, struct forward_stats *ret);
 
-/* Readiness: does the server accept on PORT? Connects (127.0.0.1, then
- * ::1) until one connection is accepted, backing off from 10 ms to 100 ms
- * between rounds; then calls done(done_userdata, family) once, or
- * done(…, -errno) if sockets cannot be made. The caller bounds the wait
- * and frees the probe (also from done()). */
-struct port_probe;
-typedef void (*port_probe_done_fn)(void *userdata, int result);
-
-int port_probe_start(struct loop *l, uint16_t port, forward_socket_fn make_socket, void *userdata,
-                     port_probe_done_fn done, void *done_userdata, struct port_probe **ret);
-void port_probe_free(struct port_probe *p);
-
 /* The pure part of the per-connection state machine, exposed for the unit
  * tests: what the loop must watch on each side of a connection. */
 struct forward_flow {

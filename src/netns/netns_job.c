@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "connect.h"
 #include "forward.h"
 #include "log.h"
 #include "loop.h"
@@ -16,7 +17,7 @@ struct intercepted {
         size_t socket; /* index into the sockets */
         uint16_t port;
         struct forwarder *forwarder;
-        struct port_probe *probe; /* while the port does not accept */
+        struct connect_backoff *probe; /* while the port does not accept */
         bool ready;
 };
 
@@ -113,7 +114,7 @@ void netns_job_detach(struct netns_job *j) {
         if (!j)
                 return;
         for (size_t k = 0; k < j->n_intercepts; k++) {
-                port_probe_free(j->intercepts[k].probe);
+                connect_backoff_free(j->intercepts[k].probe);
                 j->intercepts[k].probe = NULL;
                 forwarder_free(j->intercepts[k].forwarder);
                 j->intercepts[k].forwarder = NULL;
@@ -155,7 +156,7 @@ static void probe_done(void *userdata, int result) {
         struct netns_job *j = in->job;
         int r;
 
-        port_probe_free(in->probe);
+        connect_backoff_free(in->probe);
         in->probe = NULL;
         if (result < 0) {
                 /* The keeper is gone (prebind ran out of something):
@@ -177,7 +178,7 @@ static void probe_done(void *userdata, int result) {
 int netns_job_started(struct netns_job *j) {
         for (size_t k = 0; k < j->n_intercepts; k++) {
                 struct intercepted *in = &j->intercepts[k];
-                int r = port_probe_start(j->loop, in->port, make_socket, j, probe_done, in, &in->probe);
+                int r = connect_backoff_start(j->loop, in->port, make_socket, j, probe_done, in, &in->probe);
 
                 if (r < 0)
                         return log_error_errno(r, "cannot probe port %u in the namespace: %m", (unsigned) in->port);
@@ -191,7 +192,7 @@ void netns_job_stopped(struct netns_job *j) {
         for (size_t k = 0; k < j->n_intercepts; k++) {
                 struct intercepted *in = &j->intercepts[k];
 
-                port_probe_free(in->probe);
+                connect_backoff_free(in->probe);
                 in->probe = NULL;
                 in->ready = false;
                 /* New clients wait in the backlog for the next COMMAND;

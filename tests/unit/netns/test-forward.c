@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* src/forward.c: the per-connection state machine, then forwarders and
- * probes driven on a loop in this process, between real loopback sockets
+/* src/forward.c: the per-connection state machine, then forwarders
+ * driven on a loop in this process, between real loopback sockets
  * (the factory makes plain sockets: no namespace, no other process). */
 #include <check.h>
 #include <errno.h>
@@ -488,61 +488,6 @@ START_TEST(test_backpressure_without_busy_loop_then_all_bytes_arrive) {
 }
 END_TEST
 
-struct probe_result {
-        int calls;
-        int result;
-};
-
-static void probe_done(void *userdata, int result) {
-        struct probe_result *r = userdata;
-
-        r->calls++;
-        r->result = result;
-}
-
-START_TEST(test_probe_waits_for_listen_then_reports_the_family) {
-        struct loop *l;
-        struct port_probe *p;
-        struct probe_result res = { 0, 0 };
-        int inside = loopback_socket(false);
-
-        ck_assert_int_eq(loop_new(&l), 0);
-        ck_assert_int_eq(port_probe_start(l, port_of(inside), plain_socket, NULL, probe_done, &res, &p), 0);
-        run_loop(l, 60);
-        ck_assert_int_eq(res.calls, 0);
-        ck_assert_int_eq(listen(inside, 4), 0);
-        RUN_LOOP_UNTIL(l, res.calls > 0);
-        ck_assert_int_eq(res.calls, 1);
-        ck_assert_int_eq(res.result, AF_INET);
-        port_probe_free(p);
-        loop_free(l);
-        close(inside);
-}
-END_TEST
-
-START_TEST(test_probe_finds_a_server_on_ipv6_loopback_only) {
-        struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-        socklen_t len = sizeof a;
-        struct loop *l;
-        struct port_probe *p;
-        struct probe_result res = { 0, 0 };
-        int inside = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-        if (inside < 0 || bind(inside, (struct sockaddr *) &a, sizeof a) < 0)
-                return; /* no IPv6 here */
-        ck_assert_int_eq(listen(inside, 4), 0);
-        ck_assert_int_eq(getsockname(inside, (struct sockaddr *) &a, &len), 0);
-        ck_assert_int_eq(loop_new(&l), 0);
-        ck_assert_int_eq(port_probe_start(l, ntohs(a.sin6_port), plain_socket, NULL, probe_done, &res, &p), 0);
-        RUN_LOOP_UNTIL(l, res.calls > 0);
-        ck_assert_int_eq(res.calls, 1);
-        ck_assert_int_eq(res.result, AF_INET6);
-        port_probe_free(p);
-        loop_free(l);
-        close(inside);
-}
-END_TEST
-
 int main(void) {
         Suite *s = suite_create("forward");
         TCase *tc;
@@ -565,11 +510,6 @@ int main(void) {
         tcase_add_test(tc, test_stopped_forwarder_leaves_clients_in_the_backlog);
         tcase_add_test(tc, test_out_of_fds_backs_off_then_forwards);
         tcase_add_test(tc, test_backpressure_without_busy_loop_then_all_bytes_arrive);
-        suite_add_tcase(s, tc);
-
-        tc = tcase_create("probe");
-        tcase_add_test(tc, test_probe_waits_for_listen_then_reports_the_family);
-        tcase_add_test(tc, test_probe_finds_a_server_on_ipv6_loopback_only);
         suite_add_tcase(s, tc);
 
         return unit_run(s);
