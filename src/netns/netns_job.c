@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "connect.h"
 #include "forward.h"
 #include "log.h"
 #include "loop.h"
@@ -17,8 +16,6 @@ struct intercepted {
         size_t socket; /* index into the sockets */
         uint16_t port;
         struct forwarder *forwarder;
-        struct connect_backoff *probe; /* while the port does not accept */
-        bool ready;
 };
 
 struct netns_job {
@@ -26,12 +23,9 @@ struct netns_job {
         unsigned max_connections; /* per forwarded socket */
         uint64_t wait_usec;       /* for a connection inside */
         struct loop *loop;        /* while attached */
-        netns_job_ready_fn ready;
-        void *userdata;
         struct netns netns;
         struct intercepted *intercepts;
         size_t n_intercepts;
-        size_t n_waiting;
 };
 
 static int make_socket(void *userdata, int family, int type, int *ret_fd) {
@@ -85,10 +79,8 @@ int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards,
         return 0;
 }
 
-int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata) {
+int netns_job_attach(struct netns_job *j, struct loop *loop) {
         j->loop = loop;
-        j->ready = ready;
-        j->userdata = userdata;
         for (size_t k = 0; k < j->n_intercepts; k++) {
                 struct intercepted *in = &j->intercepts[k];
                 int r = forwarder_new(loop,
@@ -114,12 +106,9 @@ void netns_job_detach(struct netns_job *j) {
         if (!j)
                 return;
         for (size_t k = 0; k < j->n_intercepts; k++) {
-                connect_backoff_free(j->intercepts[k].probe);
-                j->intercepts[k].probe = NULL;
                 forwarder_free(j->intercepts[k].forwarder);
                 j->intercepts[k].forwarder = NULL;
         }
-        j->n_waiting = 0;
         j->loop = NULL;
 }
 
@@ -151,40 +140,22 @@ int netns_job_socket(const struct netns_job *j, int family, int type, int *ret_f
         return netns_socket(&j->netns, family, type, ret_fd);
 }
 
-static void probe_done(void *userdata, int result) {
-        struct intercepted *in = userdata;
-        struct netns_job *j = in->job;
-        int r;
-
-        connect_backoff_free(in->probe);
-        in->probe = NULL;
-        if (result < 0) {
-                /* The keeper is gone (prebind ran out of something):
-                 * the port cannot become ready; the timeout says so. */
-                log_error_errno(result, "cannot connect to port %u in the namespace: %m", (unsigned) in->port);
-                return;
-        }
-        log_debug("port %u accepts in the namespace (%s): forwarding", (unsigned) in->port,
-                  result == AF_INET6 ? "[::1]" : "127.0.0.1");
-        in->ready = true;
-        forwarder_prefer_family(in->forwarder, result);
-        r = forwarder_start(in->forwarder);
-        if (r < 0)
-                log_error_errno(r, "cannot accept on the intercepted socket: %m");
-        if (--j->n_waiting == 0)
-                j->ready(j->userdata);
+size_t netns_job_ports(const struct netns_job *j, uint16_t *ret_ports, size_t max) {
+        for (size_t k = 0; k < j->n_intercepts && k < max; k++)
+                ret_ports[k] = j->intercepts[k].port;
+        return j->n_intercepts;
 }
 
-int netns_job_started(struct netns_job *j) {
-        for (size_t k = 0; k < j->n_intercepts; k++) {
-                struct intercepted *in = &j->intercepts[k];
-                int r = connect_backoff_start(j->loop, in->port, make_socket, j, probe_done, in, &in->probe);
+int netns_job_port_accepts(struct netns_job *j, size_t k, int family) {
+        struct intercepted *in = &j->intercepts[k];
+        int r;
 
-                if (r < 0)
-                        return log_error_errno(r, "cannot probe port %u in the namespace: %m", (unsigned) in->port);
-                in->ready = false;
-                j->n_waiting++;
-        }
+        log_debug("port %u accepts in the namespace (%s): forwarding", (unsigned) in->port,
+                  family == AF_INET6 ? "[::1]" : "127.0.0.1");
+        forwarder_prefer_family(in->forwarder, family);
+        r = forwarder_start(in->forwarder);
+        if (r < 0)
+                return log_error_errno(r, "cannot accept on the intercepted socket: %m");
         return 0;
 }
 
@@ -192,13 +163,9 @@ void netns_job_stopped(struct netns_job *j) {
         for (size_t k = 0; k < j->n_intercepts; k++) {
                 struct intercepted *in = &j->intercepts[k];
 
-                connect_backoff_free(in->probe);
-                in->probe = NULL;
-                in->ready = false;
                 /* New clients wait in the backlog for the next COMMAND;
                  * those connected to this one see its sockets close. */
                 forwarder_stop(in->forwarder);
         }
-        j->n_waiting = 0;
         netns_close(&j->netns);
 }

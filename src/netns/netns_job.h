@@ -10,8 +10,8 @@
 
 /* --netns for the supervisor: a new namespace for each start of COMMAND
  * (an orphan of the last one cannot keep its port), the forwarders of
- * --intercept on an event loop of their own, and the readiness of the
- * intercepted ports ("the port accepts a connection inside").
+ * --intercept on an event loop of their own, started once the
+ * intercepted port accepts a connection inside.
  *
  * The namespace lives as long as anything is in it: COMMAND, its
  * descendants, the keeper. prebind drops the keeper when COMMAND exits;
@@ -36,10 +36,9 @@ struct netns_forward {
 int netns_job_forward(struct netns_job *j, const struct netns_forward *forwards, size_t n, unsigned max_connections,
                       uint64_t wait_usec);
 
-/* Forward on loop; ready(userdata) is called when every intercepted port
- * of the running COMMAND accepts. Detach before the loop is freed. */
-typedef void (*netns_job_ready_fn)(void *userdata);
-int netns_job_attach(struct netns_job *j, struct loop *loop, netns_job_ready_fn ready, void *userdata);
+/* Forward on loop (each forwarder waits for netns_job_port_accepts()).
+ * Detach before the loop is freed. */
+int netns_job_attach(struct netns_job *j, struct loop *loop);
 void netns_job_detach(struct netns_job *j);
 
 /* The namespace a new COMMAND joins (netns_job_enter(), between fork and
@@ -61,7 +60,13 @@ int netns_job_prepare(struct netns_job *j, struct netns_join *ret);
 /* A socket made in the current namespace (e.g. COMMAND's notification
  * socket: abstract unix names are per network namespace). 0 or -errno. */
 int netns_job_socket(const struct netns_job *j, int family, int type, int *ret_fd);
-/* COMMAND runs: probe every intercepted port. */
-int netns_job_started(struct netns_job *j);
+/* The intercepted ports, in the order of netns_job_forward() (at most
+ * max into ret_ports); returns how many there are. Whether each accepts
+ * inside is a readiness check (the supervisor connects through
+ * netns_job_socket()). */
+size_t netns_job_ports(const struct netns_job *j, uint16_t *ret_ports, size_t max);
+/* Port k accepts inside, on family (AF_INET or AF_INET6): forward to it.
+ * Logs its error; returns 0 or -errno. */
+int netns_job_port_accepts(struct netns_job *j, size_t k, int family);
 /* COMMAND has exited: stop accepting, drop the namespace. */
 void netns_job_stopped(struct netns_job *j);

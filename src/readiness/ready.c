@@ -3,376 +3,321 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "compat.h"
+#include "ready_check.h"
 #include "log.h"
 #include "loop.h"
-#include "notify.h"
-#include "parse.h"
-#include "probes.h"
-#include "process.h"
+#include "macro.h"
 #include "ready.h"
 
-struct readiness {
-        struct readiness_options options;
-        const char *command;                   /* COMMAND's name, for messages */
-        unsigned conditions;                   /* enum ready_condition bits asked for */
-        unsigned pending;                      /* …of which these do not hold yet */
-        pid_t child;                           /* COMMAND; 0 between COMMANDs */
-        pid_t also;                            /* --reload=overlap: the serving one, heard but not counted; 0 */
-        struct notify_socket notify;           /* --ready: COMMAND's NOTIFY_SOCKET */
-        char *notify_entry;                    /* "NOTIFY_SOCKET=…" */
-        int timer_fd;                          /* the timeout; -1 when not waiting */
-        const struct claim_source_ops *claims; /* --intercept; NULL without */
-        void *claims_object;
+/* One of each kind at most: notify, claims, tcp, log, exec, http. */
+#define READY_CHECKS_MAX 8
+
+struct ready {
+        struct ready_options options;
+        const char *command; /* COMMAND's name, for messages */
+        enum ready_mode mode;
+        struct ready_check *checks[READY_CHECKS_MAX]; /* in the order added, which messages keep */
+        size_t n_checks;
+        struct ready_check *notify; /* --ready's check (in checks[] too): its socket and entry */
+        struct ready_check *log;    /* --ready-log's: COMMAND's output */
+        bool waiting;               /* between ready_start() and met, timed out or ready_stop() */
+        struct loop_timer timeout;
         struct loop *loop;
-        readiness_callback callback;
+        ready_callback callback;
         void *userdata;
-        struct probes *probes; /* --ready-log, --ready-exec, --ready-http */
 };
 
-/* probes.c's conditions, as ours. */
-static const struct {
-        enum probe_condition probe;
-        enum ready_condition ready;
-} probe_conditions[] = {
-        { PROBE_LOG, READY_LOG },
-        { PROBE_EXEC, READY_EXEC },
-        { PROBE_HTTP, READY_HTTP },
-};
+/* Put c on the list (and on the loop, if the list is). Takes c over. */
+int ready_add_check(struct ready *r, struct ready_check *c) {
+        int k;
 
-int readiness_new(const struct readiness_options *options, const char *command, struct readiness **ret) {
-        struct readiness *r = calloc(1, sizeof *r);
+        if (r->n_checks == READY_CHECKS_MAX) {
+                c->kind->free(c);
+                return -E2BIG;
+        }
+        c->owner = r;
+        c->command = r->command;
+        r->checks[r->n_checks++] = c;
+        c->loop = r->loop;
+        if (r->loop && c->kind->attach && (k = c->kind->attach(c)) < 0)
+                return k;
+        return 0;
+}
+
+int ready_new(const struct ready_options *options, const char *command, struct ready **ret) {
+        struct ready *r = calloc(1, sizeof *r);
+        struct ready_check *notify;
         int k;
 
         if (!r)
                 return -ENOMEM;
-        *r = (struct readiness) { .options = *options, .command = command, .notify = { .fd = -1 }, .timer_fd = -1 };
+        *r = (struct ready) { .options = *options, .command = command };
         if (options->notify) {
-                r->conditions |= READY_NOTIFY;
-                k = notify_socket_open(&r->notify);
-                if (k < 0 || asprintf(&r->notify_entry, "NOTIFY_SOCKET=%s", r->notify.address) < 0) {
-                        readiness_free(r);
-                        return k < 0 ? k : -ENOMEM;
+                k = check_notify_new(&notify);
+                if (k >= 0)
+                        k = ready_add_check(r, notify);
+                if (k < 0) {
+                        ready_free(r);
+                        return k;
                 }
+                r->notify = notify;
         }
         *ret = r;
         return 0;
 }
 
-static int on_notify(struct loop *l, int fd, uint32_t revents, void *userdata);
-
-int readiness_move_notify(struct readiness *r, int fd) {
-        int old = r->notify.fd, k;
-
-        if (old < 0) {
-                close(fd);
-                return 0;
-        }
-        if (r->loop)
-                loop_remove(r->loop, old);
-        k = notify_socket_move(&r->notify, fd);
-        /* On failure the old socket stays, and is watched again. */
-        if (r->loop && r->notify.fd >= 0) {
-                int w = loop_add(r->loop, r->notify.fd, EPOLLIN, on_notify, r);
-                if (k == 0)
-                        k = w;
-        }
-        return k;
-}
-
-void readiness_detach(struct readiness *r) {
-        readiness_stop(r);
-        probes_detach(r->probes);
-        if (r->loop && r->notify.fd >= 0)
-                loop_remove(r->loop, r->notify.fd);
-        if (r->claims)
-                r->claims->detach(r->claims_object);
-        r->loop = NULL;
-}
-
-void readiness_free(struct readiness *r) {
+void ready_free(struct ready *r) {
         if (!r)
                 return;
-        readiness_detach(r);
-        if (r->claims)
-                r->claims->free(r->claims_object);
-        probes_free(r->probes);
-        notify_socket_close(&r->notify);
-        free(r->notify_entry);
+        ready_detach(r);
+        for (size_t i = 0; i < r->n_checks; i++)
+                r->checks[i]->kind->free(r->checks[i]);
         free(r);
 }
 
-void readiness_add_claims(struct readiness *r, const struct claim_source_ops *ops, void *object) {
-        r->claims = ops;
-        r->claims_object = object;
-        r->conditions |= READY_CLAIMED;
+int ready_add_claims(struct ready *r, const struct claim_source_ops *ops, void *object) {
+        struct ready_check *c;
+        int k = check_claims_new(ops, object, &c);
+
+        return k < 0 ? k : ready_add_check(r, c);
 }
 
-void readiness_add_ports(struct readiness *r) {
-        r->conditions |= READY_PORTS;
+int ready_add_ports(struct ready *r, const uint16_t *ports, size_t n, connect_socket_fn make_socket,
+                    void (*accepted)(void *userdata, size_t index, int family), void *userdata) {
+        struct check_tcp_params p = {
+                .ports = ports,
+                .n_ports = n,
+                .make_socket = make_socket,
+                .accepted = accepted,
+                .userdata = userdata,
+                .where = "inside its namespace",
+        };
+        struct ready_check *c;
+        int k = check_tcp_new(&p, &c);
+
+        return k < 0 ? k : ready_add_check(r, c);
 }
 
-int readiness_add_probes(struct readiness *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
-                         size_t n_setenv) {
-        int k = probes_new(&r->options, sockets, n, setenv, n_setenv, &r->probes);
-        unsigned bits = probes_conditions(r->probes);
+int ready_add_checks(struct ready *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
+                     size_t n_setenv) {
+        const struct ready_options *o = &r->options;
+        struct ready_check *c;
+        int k;
 
-        for (size_t i = 0; i < sizeof probe_conditions / sizeof probe_conditions[0]; i++)
-                if (bits & probe_conditions[i].probe)
-                        r->conditions |= probe_conditions[i].ready;
-        return k;
-}
-
-void readiness_child_output(const struct readiness *r, int *ret_stdout, int *ret_stderr) {
-        probes_child_output(r ? r->probes : NULL, ret_stdout, ret_stderr);
-}
-
-int readiness_prepare_output(struct readiness *r) {
-        return probes_prepare_output(r->probes);
-}
-
-void readiness_command_exited(struct readiness *r, pid_t child) {
-        probes_command_exited(r->probes, child);
-        if (r->claims && r->claims->command_exited)
-                r->claims->command_exited(r->claims_object, child);
-}
-
-void readiness_log_details(struct readiness *r) {
-        probes_log_tail(r->probes, r->command);
-}
-
-const char *readiness_notify_entry(const struct readiness *r) {
-        return r->notify_entry;
-}
-
-bool readiness_needed(const struct readiness *r) {
-        return r->conditions != 0;
-}
-
-bool readiness_waiting(const struct readiness *r) {
-        return r->pending != 0;
-}
-
-static const char *command_name(const struct readiness *r) {
-        return r->command;
-}
-
-void readiness_condition_met(struct readiness *r, enum ready_condition condition) {
-        if (!(r->pending & condition))
-                return;
-        r->pending &= ~condition;
-        if (r->pending)
-                return;
-        readiness_stop(r);
-        r->callback(READINESS_MET, r->userdata);
-}
-
-/* What is left of the timeout: 0 when it ran out (or cannot be read). */
-static uint64_t timeout_left_usec(const struct readiness *r) {
-        struct itimerspec left;
-
-        if (r->timer_fd < 0 || timerfd_gettime(r->timer_fd, &left) < 0)
-                return 0;
-        return (uint64_t) left.it_value.tv_sec * USEC_PER_SEC + (uint64_t) left.it_value.tv_nsec / 1000;
-}
-
-static void extend_timeout(struct readiness *r, uint64_t usec) {
-        /* As systemd: the timeout becomes at least usec from now. */
-        if (r->timer_fd >= 0 && usec > timeout_left_usec(r))
-                (void) timer_start(&r->timer_fd, usec);
-}
-
-/* A notification counts if it comes from COMMAND, or from a process
- * descended from it at the time it is read (a server whose worker reports
- * for it). Anyone else, even with a guessed socket name, is ignored. */
-static void hear_one(struct readiness *r, const struct peer *from, const struct notify_message *m) {
-        /* Anyone may send them, as fast as they like (issue 19). */
-        static struct log_ratelimit ignored = LOG_RATELIMIT_INIT("ignored notifications");
-        pid_t sender = from->pid;
-        /* The sender's pidfd, not its pid (issue 19): by the time the
-         * message is read, its number may be another process's. During an
-         * overlapping reload the serving generation (also) may still
-         * report its status; only the new one's READY=1 counts. */
-        bool counts = peer_descends_from(from, r->child);
-
-        if (!counts && !(r->also > 0 && peer_descends_from(from, r->also))) {
-                log_ratelimited(&ignored, LOG_LEVEL_INFO,
-                                "ignoring a notification from pid %d, which is not '%s' (pid %d)", (int) sender,
-                                command_name(r), (int) r->child);
-                return;
+        if (o->log) {
+                if ((k = check_log_new(o->log, &c)) < 0 || (k = ready_add_check(r, c)) < 0)
+                        return k;
+                r->log = c;
         }
-        if (m->status)
-                log_info("%s: %.*s", command_name(r), (int) m->status_len, m->status);
-        if (m->errno_value >= 0)
-                log_info("%s: reports error %d (%s)", command_name(r), m->errno_value, strerror(m->errno_value));
-        if (m->stopping)
-                log_debug("%s is stopping", command_name(r));
-        if (m->reloading)
-                log_debug("%s is reloading", command_name(r));
-        /* The generation being replaced: its READY=1 says nothing of the new one. */
-        if (!counts)
-                return;
-        if (m->extend_usec && (r->pending & READY_NOTIFY))
-                extend_timeout(r, m->extend_usec);
-        if (m->ready) {
-                log_debug("READY=1 from pid %d", (int) sender);
-                readiness_condition_met(r, READY_NOTIFY);
-        }
-}
-
-/* --intercept: serve the claims (the broker's, or COMMAND's bind()
- * calls through seccomp), hear the reports. */
-static void claims_served(void *userdata) {
-        struct readiness *r = userdata;
-
-        if (r->child > 0 && (r->pending & READY_CLAIMED) && r->claims->all_claimed(r->claims_object)) {
-                log_debug("'%s' took every intercepted socket", command_name(r));
-                readiness_condition_met(r, READY_CLAIMED);
-        }
-}
-
-static void hear_claims(struct readiness *r) {
-        if (r->claims->dispatch(r->claims_object) >= 0)
-                claims_served(r);
-}
-
-/* Anyone may send to the notification socket: at most
- * LOOP_WAKE_BUDGET_USEC of messages per wake-up (issue 19). */
-void readiness_hear(struct readiness *r) {
-        char buf[NOTIFY_MESSAGE_MAX + 1];
-        struct notify_message m;
-        struct peer sender;
-        uint64_t deadline = now_usec() + LOOP_WAKE_BUDGET_USEC;
-        int k = 0;
-
-        /* A claim or a report sent just before COMMAND exited, too. */
-        if (r->claims)
-                hear_claims(r);
-        if (r->notify.fd < 0)
-                return;
-        while (now_usec() < deadline && (k = notify_socket_receive(&r->notify, buf, sizeof buf, &sender, &m)) >= 0)
-                if (k > 0) {
-                        hear_one(r, &sender, &m);
-                        peer_done(&sender);
-                }
-        if (k < 0 && k != -EAGAIN && k != -EWOULDBLOCK)
-                log_error_errno(k, "cannot read a notification: %m");
-}
-
-static void on_probe_met(enum probe_condition condition, void *userdata) {
-        for (size_t i = 0; i < sizeof probe_conditions / sizeof probe_conditions[0]; i++)
-                if (probe_conditions[i].probe == condition)
-                        readiness_condition_met(userdata, probe_conditions[i].ready);
-}
-
-static int on_notify(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        readiness_hear(userdata);
+        if (o->exec && ((k = check_exec_new(o->exec, o->interval_usec, sockets, n, setenv, n_setenv, &c)) < 0 ||
+                        (k = ready_add_check(r, c)) < 0))
+                return k;
+        if (o->http && ((k = check_http_new(o->http_path, o->interval_usec, sockets, n, &c)) < 0 ||
+                        (k = ready_add_check(r, c)) < 0))
+                return k;
         return 0;
 }
 
-static int on_timeout(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        struct readiness *r = userdata;
+void ready_set_mode(struct ready *r, enum ready_mode mode) {
+        r->mode = mode;
+}
 
-        if (!timer_expired(fd))
+void ready_child_output(const struct ready *r, int *ret_stdout, int *ret_stderr) {
+        *ret_stdout = *ret_stderr = 0;
+        if (r && r->log)
+                check_log_child_output(r->log, ret_stdout, ret_stderr);
+}
+
+int ready_prepare_output(struct ready *r) {
+        return r->log ? check_log_prepare_output(r->log) : 0;
+}
+
+int ready_move_notify(struct ready *r, int fd) {
+        if (!r->notify) {
+                close(fd);
                 return 0;
+        }
+        return check_notify_move(r->notify, fd);
+}
+
+const char *ready_notify_entry(const struct ready *r) {
+        return r->notify ? check_notify_entry(r->notify) : NULL;
+}
+
+bool ready_needed(const struct ready *r) {
+        return r->n_checks > 0;
+}
+
+bool ready_waiting(const struct ready *r) {
+        return r->waiting;
+}
+
+/* ---- what every check gets -------------------------------------------------- */
+
+void ready_command_exited(struct ready *r, pid_t child) {
+        for (size_t i = 0; i < r->n_checks; i++)
+                if (r->checks[i]->kind->command_exited)
+                        r->checks[i]->kind->command_exited(r->checks[i], child);
+}
+
+void ready_log_details(struct ready *r) {
+        for (size_t i = 0; i < r->n_checks; i++)
+                if (r->checks[i]->kind->log_details && !r->checks[i]->met)
+                        r->checks[i]->kind->log_details(r->checks[i]);
+}
+
+/* Anyone may send to the notification socket, or claim: each check
+ * bounds its own work per wake-up. */
+void ready_hear(struct ready *r) {
+        for (size_t i = 0; i < r->n_checks; i++)
+                if (r->checks[i]->kind->hear)
+                        r->checks[i]->kind->hear(r->checks[i]);
+}
+
+void ready_forget_child(struct ready *r) {
+        for (size_t i = 0; i < r->n_checks; i++) {
+                r->checks[i]->child = 0;
+                if (r->checks[i]->kind->forget_command)
+                        r->checks[i]->kind->forget_command(r->checks[i]);
+        }
+}
+
+void ready_set_command(struct ready *r, pid_t child, pid_t also) {
+        for (size_t i = 0; i < r->n_checks; i++) {
+                r->checks[i]->child = child;
+                r->checks[i]->also = also;
+        }
+}
+
+/* ---- the decision ------------------------------------------------------------ */
+
+static bool decided(const struct ready *r) {
+        size_t met = 0;
+
+        for (size_t i = 0; i < r->n_checks; i++)
+                met += r->checks[i]->met;
+        return r->mode == READY_ANY ? met > 0 : met == r->n_checks;
+}
+
+void ready_check_met(struct ready_check *c, const char *what) {
+        struct ready *r = c->owner;
+
+        if (!c->waiting || c->met)
+                return;
+        c->met = true;
+        log_debug("ready: %s", what);
+        /* A check that holds stops probing; the others wait on. */
+        c->kind->stop(c);
+        c->waiting = false;
+        if (!r->waiting || !decided(r))
+                return;
+        ready_stop(r);
+        r->callback(READY_MET, r->userdata);
+}
+
+static int on_timeout(struct loop *l, struct loop_timer *t, void *userdata);
+
+void ready_check_extend(struct ready_check *c, uint64_t usec) {
+        struct ready *r = c->owner;
+
+        /* As systemd: the timeout becomes at least usec from now. */
+        if (r->waiting && r->options.timeout_usec && usec > loop_timer_left(&r->timeout))
+                loop_timer_start(r->loop, &r->timeout, usec, on_timeout, r);
+}
+
+static int on_timeout(struct loop *l, struct loop_timer *t, void *userdata) {
+        struct ready *r = userdata;
+
         /* What COMMAND sent before the clock ran out counts, even if the
          * loop reads it only now (a loaded machine runs the loop late, and
-         * the socket and the timer can then be ready in one wake-up): a
-         * READY=1 queued in time meets the condition, an
-         * EXTEND_TIMEOUT_USEC= re-arms the clock. */
-        readiness_hear(r);
-        /* The callback may still ask what was missing: readiness_stop()
-         * is the owner's call. */
-        if (r->pending && !timeout_left_usec(r))
-                r->callback(READINESS_TIMED_OUT, r->userdata);
+         * the socket and the timer can then be due in one turn): a READY=1
+         * queued in time meets its check, an EXTEND_TIMEOUT_USEC= re-arms
+         * the clock. */
+        ready_hear(r);
+        /* The callback may still ask what was missing: ready_stop() is
+         * the owner's call. */
+        if (r->waiting && !t->armed)
+                r->callback(READY_TIMED_OUT, r->userdata);
         return 0;
 }
 
-int readiness_attach(struct readiness *r, struct loop *loop, readiness_callback callback, void *userdata) {
+int ready_attach(struct ready *r, struct loop *loop, ready_callback callback, void *userdata) {
         int k;
 
         r->loop = loop;
         r->callback = callback;
         r->userdata = userdata;
-        if (r->claims && (k = r->claims->attach(r->claims_object, loop, claims_served, r)) < 0)
-                return k;
-        if (r->probes && (k = probes_attach(r->probes, loop, on_probe_met, r)) < 0)
-                return k;
-        return r->notify.fd >= 0 ? loop_add(loop, r->notify.fd, EPOLLIN, on_notify, r) : 0;
-}
-
-int readiness_start(struct readiness *r, pid_t child) {
-        bool fresh;
-        int k;
-
-        r->child = child;
-        r->pending = r->conditions;
-        /* Only this COMMAND and its descendants may claim, and must again. */
-        if (r->claims)
-                r->claims->set_command(r->claims_object, child, command_name(r));
-        probes_start(r->probes, child);
-        if (!r->pending || !r->options.timeout_usec)
-                return 0;
-        fresh = r->timer_fd < 0;
-        k = timer_start(&r->timer_fd, r->options.timeout_usec);
-        if (k == 0 && fresh)
-                k = loop_add(r->loop, r->timer_fd, EPOLLIN, on_timeout, r);
-        /* Without the clock the wait is unbounded: say so, go on. */
-        if (k < 0)
-                log_error_errno(k, "cannot arm the readiness timeout: %m");
+        for (size_t i = 0; i < r->n_checks; i++) {
+                r->checks[i]->loop = loop;
+                if (r->checks[i]->kind->attach && (k = r->checks[i]->kind->attach(r->checks[i])) < 0)
+                        return k;
+        }
         return 0;
 }
 
-void readiness_stop(struct readiness *r) {
-        r->pending = 0;
-        probes_stop(r->probes);
-        if (r->timer_fd >= 0 && r->loop)
-                loop_remove(r->loop, r->timer_fd);
-        timer_stop(&r->timer_fd);
+void ready_detach(struct ready *r) {
+        if (!r->loop)
+                return;
+        ready_stop(r);
+        for (size_t i = 0; i < r->n_checks; i++) {
+                if (r->checks[i]->kind->detach)
+                        r->checks[i]->kind->detach(r->checks[i]);
+                r->checks[i]->loop = NULL;
+        }
+        r->loop = NULL;
 }
 
-void readiness_forget_child(struct readiness *r) {
-        r->child = 0;
-        if (r->claims && r->claims->forget_command)
-                r->claims->forget_command(r->claims_object);
+int ready_start(struct ready *r, pid_t child) {
+        int k;
+
+        ready_stop(r);
+        if (r->n_checks == 0)
+                return 0;
+        r->waiting = true;
+        for (size_t i = 0; i < r->n_checks; i++) {
+                struct ready_check *c = r->checks[i];
+
+                c->child = child;
+                c->met = false;
+                c->waiting = true;
+                if ((k = c->kind->start(c)) < 0) {
+                        ready_stop(r);
+                        return k;
+                }
+        }
+        if (r->options.timeout_usec)
+                loop_timer_start(r->loop, &r->timeout, r->options.timeout_usec, on_timeout, r);
+        return 0;
 }
 
-void readiness_set_command(struct readiness *r, pid_t child, pid_t also) {
-        r->child = child;
-        r->also = also;
+void ready_stop(struct ready *r) {
+        r->waiting = false;
+        for (size_t i = 0; i < r->n_checks; i++)
+                if (r->checks[i]->waiting) {
+                        r->checks[i]->waiting = false;
+                        r->checks[i]->kind->stop(r->checks[i]);
+                }
+        if (r->loop)
+                loop_timer_stop(r->loop, &r->timeout);
 }
 
-const char *readiness_describe_unmet(const struct readiness *r, char *buf, size_t size) {
-        static const struct {
-                enum ready_condition condition;
-                const char *text;
-        } phrases[] = {
-                { READY_NOTIFY, "did not send READY=1" },
-                { READY_CLAIMED, NULL }, /* the claims say what is missing */
-                { READY_PORTS, "did not accept a connection on its --intercept port inside its namespace" },
-        };
-        char claims[512];
+const char *ready_describe_unmet(const struct ready *r, char *buf, size_t size) {
         size_t len = 0;
 
-        buf[0] = '\0';
-        for (size_t i = 0; i < sizeof phrases / sizeof phrases[0]; i++) {
-                const char *text = phrases[i].text;
+        if (size > 0)
+                buf[0] = '\0';
+        if (!r->waiting)
+                return buf;
+        for (size_t i = 0; i < r->n_checks; i++) {
+                const struct ready_check *c = r->checks[i];
 
-                if (!(r->pending & phrases[i].condition))
+                if (c->met)
                         continue;
-                if (phrases[i].condition == READY_CLAIMED) {
-                        r->claims->describe_unmet(r->claims_object, claims, sizeof claims);
-                        text = claims;
-                }
-                len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s", len ? " and " : "", text);
+                if (len > 0)
+                        len += (size_t) snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0, " and ");
+                len += c->kind->describe(c, len < size ? buf + len : NULL, len < size ? size - len : 0);
         }
-        for (size_t i = 0; i < sizeof probe_conditions / sizeof probe_conditions[0]; i++)
-                if (r->pending & probe_conditions[i].ready)
-                        len += probes_describe_unmet(r->probes, probe_conditions[i].probe, len ? " and " : "",
-                                                     len < size ? buf + len : buf, len < size ? size - len : 0);
         return buf;
 }

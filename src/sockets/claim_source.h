@@ -12,7 +12,7 @@
  * listener), and readiness waits for every claim. The two are beside each
  * other (neither includes the other), so the calls between them are
  * declared here, below both: intercept/ fills them in
- * (intercept_claims()), readiness calls them (readiness_add_claims()).
+ * (intercept_claims()), readiness calls them (ready_add_claims()).
  * Each logs its own errors. */
 typedef void (*claim_source_served)(void *userdata);
 struct claim_source_ops {

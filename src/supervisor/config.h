@@ -57,7 +57,7 @@ struct config {
         bool subst;
 
         bool exec;
-        struct readiness_options ready; /* --ready, --ready-*: publish once COMMAND is ready */
+        struct ready_options ready; /* --ready, --ready-*: publish once COMMAND is ready */
         enum restart_mode restart;
         bool restart_set; /* --restart given: SIGHUP restarts COMMAND */
         uint64_t restart_delay_usec;
@@ -90,9 +90,9 @@ struct config {
 };
 
 /* prebind publishes only once COMMAND is ready: --ready or a --ready-*
- * condition. */
+ * check. */
 static inline bool config_waits_ready(const struct config *c) {
-        return readiness_options_wait(&c->ready);
+        return ready_options_wait(&c->ready);
 }
 
 /* The kernel's parent-death signal for COMMAND (and each --accept

@@ -250,19 +250,19 @@ static int setup_netns(struct job *job) {
         return job->config->netns ? netns_job_new(job->sockets, &job->netns) : 0;
 }
 
-/* Readiness conditions, and COMMAND's NOTIFY_SOCKET for --ready. */
+/* The readiness checks, and COMMAND's NOTIFY_SOCKET for --ready. */
 static int setup_readiness(struct job *job) {
         const struct config *c = job->config;
         const char *entry;
-        int r = readiness_new(&c->ready, c->command[0], &job->readiness);
+        int r = ready_new(&c->ready, c->command[0], &job->readiness);
 
         if (r < 0)
                 return log_error_errno(r, "cannot create the notification socket: %m");
         /* Before NOTIFY_SOCKET joins the -E entries: that one is COMMAND's. */
-        r = readiness_add_probes(job->readiness, job->sockets, job->n_sockets, job->setenv, job->n_setenv);
+        r = ready_add_checks(job->readiness, job->sockets, job->n_sockets, job->setenv, job->n_setenv);
         if (r < 0)
                 return r;
-        entry = readiness_notify_entry(job->readiness);
+        entry = ready_notify_entry(job->readiness);
         if (entry && !(job->setenv[job->n_setenv++] = strdup(entry)))
                 return log_oom();
         return 0;
@@ -328,11 +328,23 @@ static int intercept_targets(const struct job *job, struct intercept_target *tar
         return 0;
 }
 
+/* The readiness check of --netns forwarding connects inside the
+ * namespace, and starts forwarding to each port that accepts. */
+static int netns_socket_of(void *userdata, int family, int type, int *ret_fd) {
+        return netns_job_socket(userdata, family, type, ret_fd);
+}
+
+static void port_accepts(void *userdata, size_t index, int family) {
+        (void) netns_job_port_accepts(userdata, index, family);
+}
+
 /* --netns without a hand-over: each connection spliced to PORT inside
  * the namespace (netns/forward.c), published once every PORT accepts. */
 static int setup_forward(struct job *job, const struct intercept_target *targets, const char *no_seccomp) {
         const struct config *c = job->config;
         struct netns_forward forwards[INTERCEPT_TARGETS_MAX];
+        uint16_t ports[INTERCEPT_TARGETS_MAX];
+        size_t n;
         int r;
 
         if ((r = intercept_check_twice(targets, c->n_intercepts, true)) < 0)
@@ -345,7 +357,10 @@ static int setup_forward(struct job *job, const struct intercept_target *targets
         r = netns_job_forward(job->netns, forwards, c->n_intercepts, c->max_connections, c->ready.timeout_usec);
         if (r < 0)
                 return r;
-        readiness_add_ports(job->readiness);
+        n = netns_job_ports(job->netns, ports, ELEMENTSOF(ports));
+        r = ready_add_ports(job->readiness, ports, n, netns_socket_of, port_accepts, job->netns);
+        if (r < 0)
+                return log_oom();
         if (no_seccomp)
                 log_info("--netns --intercept: forwarding each connection into the namespace (the slow path): "
                          "seccomp cannot hand the socket over: %s",
@@ -408,7 +423,8 @@ static int setup_intercept(struct job *job) {
         if (!job->intercept)
                 return setup_forward(job, targets, no_handover);
         intercept_claims(job->intercept, &ops, &object);
-        readiness_add_claims(job->readiness, ops, object);
+        if (ready_add_claims(job->readiness, ops, object) < 0)
+                return log_oom();
         env = intercept_env(job->intercept, &n_env);
         for (size_t k = 0; k < n_env; k++)
                 if (!(job->setenv[job->n_setenv++] = strdup(env[k])))
@@ -450,7 +466,7 @@ void job_done(struct job *job) {
                 free(*a);
         free(job->command);
         child_env_done(&job->env);
-        readiness_free(job->readiness);
+        ready_free(job->readiness);
         intercept_free(job->intercept);
         netns_job_free(job->netns);
         free(job->passed);
@@ -508,12 +524,12 @@ struct spawn_plan job_spawn_plan(const struct job *job) {
                 .guard = job->guard,
                 .death_signal = config_death_signal(job->config),
                 /* Published once, and at the exec only without readiness
-                 * conditions; then before COMMAND runs, unless nothing is. */
-                .trial = !job->published && !readiness_needed(job->readiness) &&
+                 * checks; then before COMMAND runs, unless nothing is. */
+                .trial = !job->published && !ready_needed(job->readiness) &&
                          publish_precedes_command(&job->config->publish),
         };
 
-        readiness_child_output(job->readiness, &plan.stdout_fd, &plan.stderr_fd);
+        ready_child_output(job->readiness, &plan.stdout_fd, &plan.stderr_fd);
         return plan;
 }
 

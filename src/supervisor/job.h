@@ -11,7 +11,7 @@
 #include "socket.h"
 #include "spawn.h"
 
-struct readiness;
+struct ready;
 struct netns_job;
 struct guard;
 struct intercept;
@@ -41,7 +41,7 @@ struct job {
         size_t n_setenv;
         char **command;       /* COMMAND, templates expanded with --subst */
         struct child_env env; /* COMMAND's environment (not with --accept) */
-        struct readiness *readiness;
+        struct ready *readiness;
         struct netns_job *netns;     /* --netns; NULL without */
         struct guard *guard;         /* stops COMMAND if prebind is killed; NULL: none */
         struct bound_socket *passed; /* what COMMAND gets: the sockets less the intercepted */

@@ -52,7 +52,7 @@ void drop_next(struct supervisor *s) {
         s->group = s->config->group ? s->child : 0;
         s->previous = 0;
         s->previous_pidfd = -1;
-        readiness_set_command(s->job->readiness, s->child, 0);
+        ready_set_command(s->job->readiness, s->child, 0);
         log_error("reload failed: generation %u keeps serving", s->generation);
         if (s->job->published) {
                 snprintf(status, sizeof status, "READY=1\nSTATUS=generation %u serving (generation %u failed)",
@@ -68,13 +68,13 @@ void retire_previous(struct supervisor *s) {
         retire(s, s->previous, s->previous_pidfd, s->previous_generation, retiree_grace(s), false);
         s->previous = 0;
         s->previous_pidfd = -1;
-        readiness_set_command(s->job->readiness, s->child, 0);
+        ready_set_command(s->job->readiness, s->child, 0);
 }
 
 /* Overlapping: the serving COMMAND exited before the new one was ready.
  * Its status is not prebind's: the new one is COMMAND now. */
 void previous_exited(struct supervisor *s, int status) {
-        readiness_command_exited(s->job->readiness, s->previous);
+        ready_command_exited(s->job->readiness, s->previous);
         if (s->previous_pidfd >= 0) {
                 loop_remove(s->loop, s->previous_pidfd);
                 close(s->previous_pidfd);
@@ -86,7 +86,7 @@ void previous_exited(struct supervisor *s, int status) {
         else
                 guard_unwatch(s->job->guard, s->previous);
         s->previous = 0;
-        readiness_set_command(s->job->readiness, s->child, 0);
+        ready_set_command(s->job->readiness, s->child, 0);
         log_info("generation %u exited with status %d during the reload; generation %u is the only one",
                  s->previous_generation, status, s->generation);
         on_event(s, LC_PREVIOUS_EXITED);

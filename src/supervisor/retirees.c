@@ -86,7 +86,7 @@ bool retiree_reaped(struct supervisor *s, pid_t pid, int status) {
                 if (t->pid != pid || t->reaped)
                         continue;
                 log_debug("generation %u (pid %d) ended, exit status %d", t->generation, (int) pid, status);
-                readiness_command_exited(s->job->readiness, pid);
+                ready_command_exited(s->job->readiness, pid);
                 retiree_forget_pidfd(s, t);
                 t->reaped = true;
                 return true;

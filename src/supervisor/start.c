@@ -49,7 +49,7 @@ static int prepare_netns(struct supervisor *s, struct spawn_plan *plan) {
                 return 0;
         r = netns_job_socket(s->job->netns, AF_UNIX, SOCK_DGRAM, &fd);
         if (r >= 0)
-                r = readiness_move_notify(s->job->readiness, fd);
+                r = ready_move_notify(s->job->readiness, fd);
         if (r < 0)
                 return log_error_errno(r, "cannot make the notification socket in the namespace: %m");
         return 0;
@@ -89,13 +89,13 @@ static int never_ran(struct supervisor *s, int r, bool exec_failed) {
 
 /* Fork COMMAND; it waits at its gate until open_gate(), once its trial
  * exec says it can run (a COMMAND that cannot publishes nothing). Without
- * readiness conditions the addresses are published in between
+ * readiness checks the addresses are published in between
  * (LC_SPAWNED's actions): before COMMAND runs, with its pid known. */
 int start_command(struct supervisor *s) {
         struct spawn_plan plan;
         int r;
 
-        r = readiness_prepare_output(s->job->readiness);
+        r = ready_prepare_output(s->job->readiness);
         if (r < 0)
                 return log_error_errno(r, "cannot create the pipes for --ready-log: %m");
         plan = job_spawn_plan(s->job);
@@ -125,7 +125,7 @@ int start_command(struct supervisor *s) {
 /* Let the new COMMAND exec; or, when publishing it failed (published <
  * 0), not: closing the gate unopened makes the child exit unexec'd. */
 int open_gate(struct supervisor *s, int published) {
-        bool needs_ready = readiness_needed(s->job->readiness);
+        bool needs_ready = ready_needed(s->job->readiness);
         pid_t pid = s->gate.pid;
         int r;
 
@@ -143,9 +143,8 @@ int open_gate(struct supervisor *s, int published) {
                 close(s->pidfd);
                 s->pidfd = -1;
         }
-        if (needs_ready && (r = readiness_start(s->job->readiness, pid)) < 0)
+        if (needs_ready && (r = ready_start(s->job->readiness, pid)) < 0)
                 return r;
-        readiness_set_command(s->job->readiness, pid, s->previous);
-        /* --intercept: ready once every port accepts inside. */
-        return s->job->netns ? netns_job_started(s->job->netns) : 0;
+        ready_set_command(s->job->readiness, pid, s->previous);
+        return 0;
 }

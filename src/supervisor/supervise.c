@@ -75,7 +75,7 @@ static struct lc_facts facts_for(struct supervisor *s, enum lc_event event) {
         const struct config *c = s->config;
         bool exited = s->outcome.kind == OUTCOME_EXITED;
         struct lc_facts f = {
-                .needs_ready = readiness_needed(s->job->readiness),
+                .needs_ready = ready_needed(s->job->readiness),
                 .restart_wanted = c->restart == RESTART_ALWAYS ||
                                   (c->restart == RESTART_ON_FAILURE && (!exited || s->outcome.status != 0)),
                 .restart_delay = c->restart_delay_usec > 0,
@@ -96,17 +96,17 @@ static void log_not_ready(struct supervisor *s) {
         char unmet[2048];
 
         log_error("'%s' %s within %.1fs; stopping it", command_name(s),
-                  readiness_describe_unmet(s->job->readiness, unmet, sizeof unmet),
+                  ready_describe_unmet(s->job->readiness, unmet, sizeof unmet),
                   (double) s->config->ready.timeout_usec / USEC_PER_SEC);
-        readiness_log_details(s->job->readiness);
+        ready_log_details(s->job->readiness);
 }
 
 static void log_error_exited_unready(struct supervisor *s) {
         char unmet[2048];
 
         log_error("'%s' exited before it was ready, with status %d: %s", command_name(s), s->outcome.status,
-                  readiness_describe_unmet(s->job->readiness, unmet, sizeof unmet));
-        readiness_log_details(s->job->readiness);
+                  ready_describe_unmet(s->job->readiness, unmet, sizeof unmet));
+        ready_log_details(s->job->readiness);
 }
 
 /* A COMMAND that cannot be run ends the job with 126/127; anything else
@@ -147,7 +147,7 @@ static int act(struct supervisor *s, unsigned actions) {
         if (actions & LC_ACT_MARK_NOT_READY)
                 s->outcome.kind = OUTCOME_NOT_READY;
         if (actions & LC_ACT_STOP_READINESS)
-                readiness_stop(s->job->readiness);
+                ready_stop(s->job->readiness);
         if (actions & LC_ACT_PUBLISH && (published = publish(s, s->child)) < 0)
                 s->error = published;
         if (actions & LC_ACT_TERMINATE)
@@ -232,8 +232,8 @@ void on_event(struct supervisor *s, enum lc_event event) {
 static void command_gone(struct supervisor *s) {
         /* Reaped: its number may be the next process's. What it said was
          * heard before (reap()); now pass on all it wrote (--ready-log). */
-        readiness_forget_child(s->job->readiness);
-        readiness_command_exited(s->job->readiness, s->child);
+        ready_forget_child(s->job->readiness);
+        ready_command_exited(s->job->readiness, s->child);
         if (s->pidfd >= 0) {
                 loop_remove(s->loop, s->pidfd);
                 close(s->pidfd);
@@ -266,7 +266,7 @@ static void reap(struct supervisor *s) {
          * last STATUS=, STOPPING=1, a report of what it bound) while it is
          * a zombie, whose number is still its own: the sender checks go by
          * pidfd, and a reaped sender's pidfd has no number. */
-        readiness_hear(s->job->readiness);
+        ready_hear(s->job->readiness);
         /* Every zombie next: one left unreaped would still count as a
          * member of COMMAND's group. */
         while (reap_one(&pid, &status) > 0) {
@@ -361,16 +361,10 @@ static int on_signalfd(struct loop *l, int fd, uint32_t revents, void *userdata)
         return 0;
 }
 
-static void on_readiness(enum readiness_event event, void *userdata) {
+static void on_readiness(enum ready_event event, void *userdata) {
         struct supervisor *s = userdata;
 
-        on_event(s, event == READINESS_MET ? LC_READY : LC_READY_TIMEOUT);
-}
-
-static void on_ports_ready(void *userdata) {
-        struct supervisor *s = userdata;
-
-        readiness_condition_met(s->job->readiness, READY_PORTS);
+        on_event(s, event == READY_MET ? LC_READY : LC_READY_TIMEOUT);
 }
 
 /* --share: no holder is left (after --share-linger), or --stop: as a
@@ -383,7 +377,7 @@ static void on_share_stop(void *userdata) {
 static void supervisor_done(struct supervisor *s) {
         share_serve_end(s->job->share);
         watch_stop(s->watch);
-        readiness_detach(s->job->readiness);
+        ready_detach(s->job->readiness);
         netns_job_detach(s->job->netns);
         loop_timer_stop(s->loop, &s->kill_timer);
         loop_timer_stop(s->loop, &s->restart_timer);
@@ -427,9 +421,9 @@ int supervise(struct job *job, struct outcome *ret) {
         if (r < 0)
                 return log_error_errno(r, "cannot create the event loop: %m");
         if ((r = loop_add(s.loop, job->signal_fd, LOOP_IN, on_signalfd, &s)) < 0 ||
-            (r = readiness_attach(job->readiness, s.loop, on_readiness, &s)) < 0)
+            (r = ready_attach(job->readiness, s.loop, on_readiness, &s)) < 0)
                 return log_error_errno(r, "cannot watch the event sources: %m");
-        if (job->netns && (r = netns_job_attach(job->netns, s.loop, on_ports_ready, &s)) < 0)
+        if (job->netns && (r = netns_job_attach(job->netns, s.loop)) < 0)
                 return r;
         if (job->share && (r = share_serve(job->share, s.loop, on_share_stop, &s)) < 0)
                 return r;
@@ -442,7 +436,7 @@ int supervise(struct job *job, struct outcome *ret) {
          * its executable fails prebind at once, as the steps before it
          * do (no STOPPING=1); 126/127 go through the loop's end. */
         if (s.error < 0)
-                return give_up(&s); /* one that failed after its exec (readiness, --netns's probes) too */
+                return give_up(&s); /* one that failed after its exec (a readiness check) too */
         /* Until COMMAND has ended for good, and every earlier generation
          * told to stop with it. */
         while ((s.state != LC_DONE || s.n_retirees > 0) && s.error == 0) {

@@ -649,16 +649,16 @@ START_TEST(test_broker_closes_a_silent_connection) {
 }
 END_TEST
 
-/* ---- a claim as a readiness condition (ready.c) ------------------------ */
+/* ---- a claim as a readiness check (check_claims.c) ------------------------ */
 
 struct readiness_calls {
         int met, timed_out;
 };
 
-static void on_readiness(enum readiness_event event, void *userdata) {
+static void on_readiness(enum ready_event event, void *userdata) {
         struct readiness_calls *calls = userdata;
 
-        if (event == READINESS_MET)
+        if (event == READY_MET)
                 calls->met++;
         else
                 calls->timed_out++;
@@ -669,13 +669,13 @@ static void on_readiness(enum readiness_event event, void *userdata) {
  * gone and heard (bounded). */
 static struct readiness_calls run_with_readiness(const char *scenario, uint64_t timeout_usec, char *why,
                                                  size_t why_size) {
-        struct readiness_options options = { .timeout_usec = timeout_usec };
+        struct ready_options options = { .timeout_usec = timeout_usec };
         struct intercept_target targets[] = {
                 { .port = WANTED, .type = SOCK_STREAM, .fd = fx.tcp, .name = "http" },
                 { .port = WANTED, .type = SOCK_DGRAM, .fd = fx.udp, .name = "dns" },
         };
         struct readiness_calls calls = { 0 };
-        struct readiness *r;
+        struct ready *r;
         struct broker *broker;
         struct loop *loop;
         bool exited = false;
@@ -683,30 +683,30 @@ static struct readiness_calls run_with_readiness(const char *scenario, uint64_t 
         pid_t pid;
 
         ck_assert_int_eq(loop_new(&loop), 0);
-        ck_assert_int_eq(readiness_new(&options, "intercept-client", &r), 0);
-        ck_assert(!readiness_needed(r));
+        ck_assert_int_eq(ready_new(&options, "intercept-client", &r), 0);
+        ck_assert(!ready_needed(r));
         ck_assert_int_eq(broker_open(targets, 2, &broker), 0);
-        readiness_add_claims(r, &broker_claims_ops, broker);
-        ck_assert(readiness_needed(r));
-        ck_assert_int_eq(readiness_attach(r, loop, on_readiness, &calls), 0);
+        ready_add_claims(r, &broker_claims_ops, broker);
+        ck_assert(ready_needed(r));
+        ck_assert_int_eq(ready_attach(r, loop, on_readiness, &calls), 0);
         pid = spawn_client(broker, scenario, true);
-        ck_assert_int_eq(readiness_start(r, pid), 0);
-        ck_assert(readiness_waiting(r));
+        ck_assert_int_eq(ready_start(r, pid), 0);
+        ck_assert(ready_waiting(r));
         for (int i = 0; i < 1000 && !calls.met && !calls.timed_out; i++) {
                 ck_assert_int_ge(loop_dispatch_once(loop, 20), 0);
                 if (!exited && exited_unreaped(pid)) {
                         exited = true;
-                        readiness_hear(r); /* as the supervisor does before reaping */
+                        ready_hear(r); /* as the supervisor does before reaping */
                         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-                        readiness_forget_child(r);
+                        ready_forget_child(r);
                         if (!timeout_usec)
                                 break;
                 }
         }
         if (!exited)
                 waitpid(pid, &status, 0);
-        readiness_describe_unmet(r, why, why_size);
-        readiness_free(r);
+        ready_describe_unmet(r, why, why_size);
+        ready_free(r);
         loop_free(loop);
         return calls;
 }

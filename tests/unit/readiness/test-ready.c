@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Readiness (ready.c) through a real loop and a real notification socket:
- * without --ready nothing is waited for; with it READY_NOTIFY is pending
- * after each start, met once (by readiness_condition_met() or by READY=1
+/* Readiness (ready.c, check_notify.c) through a real loop and a real
+ * notification socket: without --ready nothing is waited for; with it
+ * the notify check is pending after each start, met once (by READY=1
  * from COMMAND or a descendant, never from anyone else), described while
  * unmet, and the --ready timeout fires through the loop (short timeouts,
  * bounded dispatch). */
@@ -28,37 +28,37 @@ struct calls {
         int timed_out;
 };
 
-static void on_readiness(enum readiness_event event, void *userdata) {
+static void on_readiness(enum ready_event event, void *userdata) {
         struct calls *c = userdata;
 
-        if (event == READINESS_MET)
+        if (event == READY_MET)
                 c->met++;
         else
                 c->timed_out++;
 }
 
-static struct readiness_options options_of(bool ready, uint64_t timeout_usec) {
-        return (struct readiness_options) { .notify = ready, .timeout_usec = timeout_usec };
+static struct ready_options options_of(bool ready, uint64_t timeout_usec) {
+        return (struct ready_options) { .notify = ready, .timeout_usec = timeout_usec };
 }
 
 /* A readiness on a loop, with its callback counting into *calls. */
 struct fixture {
-        struct readiness_options options;
+        struct ready_options options;
         struct loop *loop;
-        struct readiness *r;
+        struct ready *r;
         struct calls calls;
 };
 
 static void fixture_init(struct fixture *f, bool ready, uint64_t timeout_usec) {
         *f = (struct fixture) { .options = options_of(ready, timeout_usec) };
         ck_assert_int_eq(loop_new(&f->loop), 0);
-        ck_assert_int_eq(readiness_new(&f->options, command, &f->r), 0);
-        ck_assert_int_eq(readiness_attach(f->r, f->loop, on_readiness, &f->calls), 0);
+        ck_assert_int_eq(ready_new(&f->options, command, &f->r), 0);
+        ck_assert_int_eq(ready_attach(f->r, f->loop, on_readiness, &f->calls), 0);
 }
 
 static void fixture_done(struct fixture *f) {
-        readiness_detach(f->r);
-        readiness_free(f->r);
+        ready_detach(f->r);
+        ready_free(f->r);
         loop_free(f->loop);
 }
 
@@ -70,8 +70,8 @@ static void fixture_done(struct fixture *f) {
         } while (0)
 
 /* Send message to the notification socket from this process. */
-static void send_notification(const struct readiness *r, const char *message) {
-        const char *entry = readiness_notify_entry(r), *address;
+static void send_notification(const struct ready *r, const char *message) {
+        const char *entry = ready_notify_entry(r), *address;
         struct sockaddr_un a = { .sun_family = AF_UNIX };
         socklen_t len;
         int fd;
@@ -90,6 +90,12 @@ static void send_notification(const struct readiness *r, const char *message) {
         close(fd);
 }
 
+/* READY=1 from this process (COMMAND in these tests), heard at once. */
+static void send_ready(struct fixture *f) {
+        send_notification(f->r, "READY=1");
+        ready_hear(f->r);
+}
+
 /* ---- without --ready ------------------------------------------------------- */
 
 START_TEST(test_off_waits_for_nothing) {
@@ -97,16 +103,15 @@ START_TEST(test_off_waits_for_nothing) {
         char buf[128];
 
         fixture_init(&f, false, 0);
-        ck_assert(!readiness_needed(f.r));
-        ck_assert_ptr_null(readiness_notify_entry(f.r));
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
-        ck_assert(!readiness_waiting(f.r));
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf), "");
+        ck_assert(!ready_needed(f.r));
+        ck_assert_ptr_null(ready_notify_entry(f.r));
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
+        ck_assert(!ready_waiting(f.r));
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, sizeof buf), "");
         /* Nothing on the loop. */
         ck_assert_int_eq(loop_dispatch_once(f.loop, 20), 0);
-        readiness_condition_met(f.r, READY_NOTIFY);
+        ready_hear(f.r);
         ck_assert_int_eq(f.calls.met + f.calls.timed_out, 0);
-        readiness_hear(f.r);
         fixture_done(&f);
 }
 END_TEST
@@ -121,25 +126,25 @@ START_TEST(test_log_and_notify_both_wanted) {
         f.options.log = "^up$";
         f.options.interval_usec = 100000;
         ck_assert_int_eq(loop_new(&f.loop), 0);
-        ck_assert_int_eq(readiness_new(&f.options, command, &f.r), 0);
-        ck_assert_int_eq(readiness_add_probes(f.r, NULL, 0, NULL, 0), 0);
-        ck_assert_int_eq(readiness_attach(f.r, f.loop, on_readiness, &f.calls), 0);
-        readiness_child_output(f.r, &out, &err);
+        ck_assert_int_eq(ready_new(&f.options, command, &f.r), 0);
+        ck_assert_int_eq(ready_add_checks(f.r, NULL, 0, NULL, 0), 0);
+        ck_assert_int_eq(ready_attach(f.r, f.loop, on_readiness, &f.calls), 0);
+        ready_child_output(f.r, &out, &err);
         ck_assert_int_gt(out, 2);
         ck_assert_int_gt(err, 2);
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf),
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, sizeof buf),
                          "did not send READY=1 and wrote no line that matches --ready-log '^up$'");
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, 8), "did not");
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, 27), "did not send READY=1 and w");
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, 8), "did not");
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, 27), "did not send READY=1 and w");
         /* A line on COMMAND's stderr (relayed to ours) meets one condition. */
         ck_assert_int_eq(write(err, "starting\nup\n", 12), 12);
-        DISPATCH_UNTIL(&f, !strstr(readiness_describe_unmet(f.r, buf, sizeof buf), "--ready-log"), 2000);
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf), "did not send READY=1");
+        DISPATCH_UNTIL(&f, !strstr(ready_describe_unmet(f.r, buf, sizeof buf), "--ready-log"), 2000);
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, sizeof buf), "did not send READY=1");
         ck_assert_int_eq(f.calls.met, 0);
-        readiness_condition_met(f.r, READY_NOTIFY);
+        send_ready(&f);
         ck_assert_int_eq(f.calls.met, 1);
-        ck_assert(!readiness_waiting(f.r));
+        ck_assert(!ready_waiting(f.r));
         fixture_done(&f);
 }
 END_TEST
@@ -151,25 +156,25 @@ START_TEST(test_on_pending_until_met_once) {
         char buf[128];
 
         fixture_init(&f, true, 0);
-        ck_assert(readiness_needed(f.r));
-        ck_assert_ptr_nonnull(strstr(readiness_notify_entry(f.r), "NOTIFY_SOCKET=@prebind/"));
-        ck_assert(!readiness_waiting(f.r));
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
-        ck_assert(readiness_waiting(f.r));
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf), "did not send READY=1");
+        ck_assert(ready_needed(f.r));
+        ck_assert_ptr_nonnull(strstr(ready_notify_entry(f.r), "NOTIFY_SOCKET=@prebind/"));
+        ck_assert(!ready_waiting(f.r));
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
+        ck_assert(ready_waiting(f.r));
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, sizeof buf), "did not send READY=1");
         /* A buffer too small is cut, never overrun. */
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, 8), "did not");
-        readiness_condition_met(f.r, READY_NOTIFY);
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, 8), "did not");
+        send_ready(&f);
         ck_assert_int_eq(f.calls.met, 1);
-        ck_assert(!readiness_waiting(f.r));
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf), "");
+        ck_assert(!ready_waiting(f.r));
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, sizeof buf), "");
         /* Once: a second READY=1 calls nobody. */
-        readiness_condition_met(f.r, READY_NOTIFY);
+        send_ready(&f);
         ck_assert_int_eq(f.calls.met, 1);
         /* A restarted COMMAND is waited for anew. */
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
-        ck_assert(readiness_waiting(f.r));
-        readiness_condition_met(f.r, READY_NOTIFY);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
+        ck_assert(ready_waiting(f.r));
+        send_ready(&f);
         ck_assert_int_eq(f.calls.met, 2);
         ck_assert_int_eq(f.calls.timed_out, 0);
         fixture_done(&f);
@@ -180,15 +185,15 @@ START_TEST(test_ready_from_command_through_the_loop) {
         struct fixture f;
 
         fixture_init(&f, true, 0);
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
         send_notification(f.r, "STATUS=starting\nEXTEND_TIMEOUT_USEC=1000");
         DISPATCH_UNTIL(&f, false, 50);
         ck_assert_int_eq(f.calls.met, 0);
-        ck_assert(readiness_waiting(f.r));
+        ck_assert(ready_waiting(f.r));
         send_notification(f.r, "READY=1\nSTATUS=serving");
         DISPATCH_UNTIL(&f, f.calls.met > 0, 1000);
         ck_assert_int_eq(f.calls.met, 1);
-        ck_assert(!readiness_waiting(f.r));
+        ck_assert(!ready_waiting(f.r));
         /* Again: already ready, no second call. */
         send_notification(f.r, "READY=1");
         DISPATCH_UNTIL(&f, false, 50);
@@ -217,11 +222,11 @@ START_TEST(test_ready_from_a_stranger_is_ignored) {
                 _exit(0);
         }
         close(p[0]);
-        ck_assert_int_eq(readiness_start(f.r, other), 0);
+        ck_assert_int_eq(ready_start(f.r, other), 0);
         send_notification(f.r, "READY=1");
         DISPATCH_UNTIL(&f, f.calls.met > 0, 100);
         ck_assert_int_eq(f.calls.met, 0);
-        ck_assert(readiness_waiting(f.r));
+        ck_assert(ready_waiting(f.r));
         /* COMMAND itself: counts. */
         ck_assert_int_eq(write(p[1], "x", 1), 1);
         close(p[1]);
@@ -236,13 +241,13 @@ START_TEST(test_forgotten_child_counts_no_more) {
         struct fixture f;
 
         fixture_init(&f, true, 0);
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
-        readiness_forget_child(f.r);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
+        ready_forget_child(f.r);
         send_notification(f.r, "READY=1");
         /* Heard before an exit is acted upon, as the supervisor does. */
-        readiness_hear(f.r);
+        ready_hear(f.r);
         ck_assert_int_eq(f.calls.met, 0);
-        ck_assert(readiness_waiting(f.r));
+        ck_assert(ready_waiting(f.r));
         fixture_done(&f);
 }
 END_TEST
@@ -263,20 +268,20 @@ START_TEST(test_timeout_fires_through_the_loop) {
 
         fixture_init(&f, true, 50000);
         start = now_msec();
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
         DISPATCH_UNTIL(&f, f.calls.timed_out > 0, 2000);
         ck_assert_int_eq(f.calls.timed_out, 1);
         ck_assert_uint_ge(now_msec() - start, 50);
         ck_assert_int_eq(f.calls.met, 0);
         /* Still unmet, for the message; stopping is the owner's call. */
-        ck_assert(readiness_waiting(f.r));
-        ck_assert_str_eq(readiness_describe_unmet(f.r, buf, sizeof buf), "did not send READY=1");
-        readiness_stop(f.r);
-        ck_assert(!readiness_waiting(f.r));
+        ck_assert(ready_waiting(f.r));
+        ck_assert_str_eq(ready_describe_unmet(f.r, buf, sizeof buf), "did not send READY=1");
+        ready_stop(f.r);
+        ck_assert(!ready_waiting(f.r));
         DISPATCH_UNTIL(&f, false, 100);
         ck_assert_int_eq(f.calls.timed_out, 1);
         /* A new COMMAND gets a new clock. */
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
         DISPATCH_UNTIL(&f, f.calls.timed_out > 1, 2000);
         ck_assert_int_eq(f.calls.timed_out, 2);
         fixture_done(&f);
@@ -287,7 +292,7 @@ START_TEST(test_ready_in_time_stops_the_clock) {
         struct fixture f;
 
         fixture_init(&f, true, 60000);
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
         send_notification(f.r, "READY=1");
         DISPATCH_UNTIL(&f, f.calls.met > 0, 1000);
         ck_assert_int_eq(f.calls.met, 1);
@@ -304,7 +309,7 @@ START_TEST(test_extend_timeout_postpones) {
 
         fixture_init(&f, true, 40000);
         start = now_msec();
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
         /* As systemd: at least 300 ms from now. */
         send_notification(f.r, "EXTEND_TIMEOUT_USEC=300000");
         DISPATCH_UNTIL(&f, f.calls.timed_out > 0, 2000);
@@ -321,13 +326,13 @@ START_TEST(test_ready_queued_when_the_clock_runs_out_counts) {
         struct fixture f;
 
         fixture_init(&f, true, 20000);
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
         usleep(60000); /* past the timeout, so the timer is ready first */
         send_notification(f.r, "READY=1");
         DISPATCH_UNTIL(&f, f.calls.met + f.calls.timed_out > 0, 1000);
         ck_assert_int_eq(f.calls.met, 1);
         ck_assert_int_eq(f.calls.timed_out, 0);
-        ck_assert(!readiness_waiting(f.r));
+        ck_assert(!ready_waiting(f.r));
         fixture_done(&f);
 }
 END_TEST
@@ -337,7 +342,7 @@ START_TEST(test_extend_queued_when_the_clock_runs_out_counts) {
         uint64_t start;
 
         fixture_init(&f, true, 20000);
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
         usleep(60000);
         start = now_msec();
         send_notification(f.r, "EXTEND_TIMEOUT_USEC=200000");
@@ -352,21 +357,21 @@ START_TEST(test_no_timeout_waits) {
         struct fixture f;
 
         fixture_init(&f, true, 0);
-        ck_assert_int_eq(readiness_start(f.r, getpid()), 0);
+        ck_assert_int_eq(ready_start(f.r, getpid()), 0);
         DISPATCH_UNTIL(&f, false, 100);
         ck_assert_int_eq(f.calls.timed_out, 0);
-        ck_assert(readiness_waiting(f.r));
+        ck_assert(ready_waiting(f.r));
         fixture_done(&f);
 }
 END_TEST
 
 START_TEST(test_free_without_attach) {
-        struct readiness_options o = options_of(true, 1000);
-        struct readiness *r = NULL;
+        struct ready_options o = options_of(true, 1000);
+        struct ready *r = NULL;
 
-        ck_assert_int_eq(readiness_new(&o, command, &r), 0);
-        readiness_free(r);
-        readiness_free(NULL);
+        ck_assert_int_eq(ready_new(&o, command, &r), 0);
+        ready_free(r);
+        ready_free(NULL);
 }
 END_TEST
 

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/tcp.h>
-#include <sys/epoll.h>
+#include "loop.h"
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "format.h"
-#include "probe-http.h"
+#include "http_attempt.h"
 
 static bool is_digit(char c) {
         return c >= '0' && c <= '9';
@@ -96,7 +96,7 @@ static bool path_is_valid(const char *path) {
         return true;
 }
 
-const struct bound_socket *http_probe_socket(const struct bound_socket *sockets, size_t n) {
+const struct bound_socket *http_attempt_socket(const struct bound_socket *sockets, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 int family = sockets[i].addr.sa.sa_family;
 
@@ -129,10 +129,10 @@ int http_request_format(const struct bound_socket *s, const char *path, char **r
         return 0;
 }
 
-int http_probe_init(struct http_probe *p, const struct bound_socket *s, const char *path) {
+int http_attempt_init(struct http_attempt *p, const struct bound_socket *s, const char *path) {
         int r;
 
-        *p = (struct http_probe) { .fd = -1, .addr = s->addr, .addr_len = s->addr_len, .listen_fd = s->fd };
+        *p = (struct http_attempt) { .fd = -1, .addr = s->addr, .addr_len = s->addr_len, .listen_fd = s->fd };
         /* A wildcard bind is reached on loopback, as the url format says. */
         if (p->addr.sa.sa_family == AF_INET && p->addr.in.sin_addr.s_addr == htonl(INADDR_ANY))
                 p->addr.in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -145,13 +145,13 @@ int http_probe_init(struct http_probe *p, const struct bound_socket *s, const ch
         return 0;
 }
 
-void http_probe_done(struct http_probe *p) {
-        http_probe_abort(p);
+void http_attempt_done(struct http_attempt *p) {
+        http_attempt_abort(p);
         free(p->request);
         p->request = NULL;
 }
 
-bool http_probe_queued(const struct http_probe *p) {
+bool http_attempt_queued(const struct http_attempt *p) {
         struct tcp_info info;
         socklen_t len = sizeof info;
 
@@ -161,14 +161,14 @@ bool http_probe_queued(const struct http_probe *p) {
         return info.tcpi_unacked > 0;
 }
 
-void http_probe_abort(struct http_probe *p) {
+void http_attempt_abort(struct http_attempt *p) {
         if (p->fd >= 0)
                 close(p->fd);
         p->fd = -1;
 }
 
-int http_probe_begin(struct http_probe *p) {
-        http_probe_abort(p);
+int http_attempt_begin(struct http_attempt *p) {
+        http_attempt_abort(p);
         p->connected = false;
         p->sent = p->received = 0;
         p->status = p->error = 0;
@@ -178,24 +178,24 @@ int http_probe_begin(struct http_probe *p) {
                 return p->error = errno, -errno;
         if (connect(p->fd, &p->addr.sa, p->addr_len) < 0 && errno != EINPROGRESS) {
                 p->error = errno;
-                http_probe_abort(p);
+                http_attempt_abort(p);
                 return -p->error;
         }
         return 0;
 }
 
-uint32_t http_probe_events(const struct http_probe *p) {
-        return !p->connected || p->sent < p->request_len ? EPOLLOUT : EPOLLIN;
+uint32_t http_attempt_events(const struct http_attempt *p) {
+        return !p->connected || p->sent < p->request_len ? LOOP_OUT : LOOP_IN;
 }
 
-static int attempt_over(struct http_probe *p, int error) {
+static int attempt_over(struct http_attempt *p, int error) {
         if (error)
                 p->error = error;
-        http_probe_abort(p);
+        http_attempt_abort(p);
         return -EAGAIN;
 }
 
-int http_probe_continue(struct http_probe *p) {
+int http_attempt_continue(struct http_attempt *p) {
         if (p->fd < 0)
                 return -EAGAIN;
         if (!p->connected) {
@@ -238,7 +238,7 @@ int http_probe_continue(struct http_probe *p) {
                         return attempt_over(p, 0);
                 }
                 p->status = status;
-                http_probe_abort(p);
+                http_attempt_abort(p);
                 return http_status_is_ready(status) ? 1 : -EAGAIN;
         }
 }

@@ -1,49 +1,50 @@
 /* SPDX-License-Identifier: MIT */
-/* The probes' scheduling (probes.c) and the probe output's tail
- * (probe-exec.c): attempts never overlap, start an interval apart, and
- * are each bounded by max(interval, 1s). */
+/* The attempts' scheduling of --ready-exec and --ready-http (attempts.c)
+ * and the tail of an --ready-exec attempt's output (exec_attempt.c):
+ * attempts never overlap, start an interval apart, and are each bounded
+ * by max(interval, 1s). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "parse.h"
-#include "probe-exec.h"
-#include "probes.h"
+#include "attempts.h"
+#include "exec_attempt.h"
 #include "unit.h"
 
 #define MS 1000ULL
 
 START_TEST(test_attempt_timeout) {
-        ck_assert_uint_eq(probe_attempt_timeout(100 * MS), USEC_PER_SEC);
-        ck_assert_uint_eq(probe_attempt_timeout(1), USEC_PER_SEC);
-        ck_assert_uint_eq(probe_attempt_timeout(999 * MS), USEC_PER_SEC);
-        ck_assert_uint_eq(probe_attempt_timeout(USEC_PER_SEC), USEC_PER_SEC);
-        ck_assert_uint_eq(probe_attempt_timeout(USEC_PER_SEC + 1), USEC_PER_SEC + 1);
-        ck_assert_uint_eq(probe_attempt_timeout(30 * USEC_PER_SEC), 30 * USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_timeout(100 * MS), USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_timeout(1), USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_timeout(999 * MS), USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_timeout(USEC_PER_SEC), USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_timeout(USEC_PER_SEC + 1), USEC_PER_SEC + 1);
+        ck_assert_uint_eq(attempt_timeout(30 * USEC_PER_SEC), 30 * USEC_PER_SEC);
 }
 END_TEST
 
 START_TEST(test_next_bound) {
         /* Doubled after each attempt that ran out of time, up to the cap. */
-        ck_assert_uint_eq(probe_next_bound(USEC_PER_SEC), 2 * USEC_PER_SEC);
-        ck_assert_uint_eq(probe_next_bound(2 * USEC_PER_SEC), 4 * USEC_PER_SEC);
-        ck_assert_uint_eq(probe_next_bound(4 * USEC_PER_SEC), PROBE_BOUND_MAX);
-        ck_assert_uint_eq(probe_next_bound(5 * USEC_PER_SEC), PROBE_BOUND_MAX);
-        ck_assert_uint_eq(probe_next_bound(PROBE_BOUND_MAX), PROBE_BOUND_MAX);
+        ck_assert_uint_eq(attempt_next_bound(USEC_PER_SEC), 2 * USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_next_bound(2 * USEC_PER_SEC), 4 * USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_next_bound(4 * USEC_PER_SEC), ATTEMPT_BOUND_MAX);
+        ck_assert_uint_eq(attempt_next_bound(5 * USEC_PER_SEC), ATTEMPT_BOUND_MAX);
+        ck_assert_uint_eq(attempt_next_bound(ATTEMPT_BOUND_MAX), ATTEMPT_BOUND_MAX);
         /* An interval longer than the cap stays the bound. */
-        ck_assert_uint_eq(probe_next_bound(30 * USEC_PER_SEC), 30 * USEC_PER_SEC);
-        ck_assert_uint_eq(probe_next_bound(probe_attempt_timeout(100 * MS)), 2 * USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_next_bound(30 * USEC_PER_SEC), 30 * USEC_PER_SEC);
+        ck_assert_uint_eq(attempt_next_bound(attempt_timeout(100 * MS)), 2 * USEC_PER_SEC);
 }
 END_TEST
 
 START_TEST(test_next_start) {
         /* A quick attempt: the next one an interval after this one began. */
-        ck_assert_uint_eq(probe_next_start(0, 20 * MS, 100 * MS), 100 * MS);
-        ck_assert_uint_eq(probe_next_start(5000 * MS, 5001 * MS, 100 * MS), 5100 * MS);
+        ck_assert_uint_eq(attempt_next_start(0, 20 * MS, 100 * MS), 100 * MS);
+        ck_assert_uint_eq(attempt_next_start(5000 * MS, 5001 * MS, 100 * MS), 5100 * MS);
         /* A slow one: the next right after it, never during it. */
-        ck_assert_uint_eq(probe_next_start(0, 300 * MS, 100 * MS), 300 * MS);
-        ck_assert_uint_eq(probe_next_start(0, 100 * MS, 100 * MS), 100 * MS);
-        ck_assert_uint_eq(probe_next_start(7, 7, 1), 8);
+        ck_assert_uint_eq(attempt_next_start(0, 300 * MS, 100 * MS), 300 * MS);
+        ck_assert_uint_eq(attempt_next_start(0, 100 * MS, 100 * MS), 100 * MS);
+        ck_assert_uint_eq(attempt_next_start(7, 7, 1), 8);
 }
 END_TEST
 
@@ -53,13 +54,13 @@ END_TEST
 static const uint64_t intervals[] = { 1 * MS, 100 * MS, 250 * MS, 1000 * MS, 1500 * MS, 5000 * MS };
 
 START_TEST(test_schedule_never_overlaps) {
-        uint64_t interval = intervals[_i], timeout = probe_attempt_timeout(interval), start = 0;
+        uint64_t interval = intervals[_i], timeout = attempt_timeout(interval), start = 0;
         uint64_t durations[] = { 0, 5 * MS, 99 * MS, 100 * MS, 101 * MS, 999 * MS, 1000 * MS, 3000 * MS, 7000 * MS };
 
         for (size_t round = 0; round < 3; round++)
                 for (size_t k = 0; k < ARRAY_SIZE(durations); k++) {
                         uint64_t took = durations[k] < timeout ? durations[k] : timeout;
-                        uint64_t end = start + took, next = probe_next_start(start, end, interval);
+                        uint64_t end = start + took, next = attempt_next_start(start, end, interval);
 
                         ck_assert_uint_ge(next, end);
                         ck_assert_uint_ge(next - start, interval);
@@ -70,7 +71,7 @@ START_TEST(test_schedule_never_overlaps) {
 }
 END_TEST
 
-/* ---- the tail of a probe's output --------------------------------------- */
+/* ---- the tail of an attempt's output --------------------------------------- */
 
 START_TEST(test_keep_tail) {
         char buf[8];
@@ -116,8 +117,8 @@ START_TEST(test_keep_tail_any_cut) {
 }
 END_TEST
 
-static Suite *probes_suite(void) {
-        Suite *s = suite_create("probes");
+static Suite *attempts_suite(void) {
+        Suite *s = suite_create("attempts");
         TCase *tc = tcase_create("schedule");
 
         tcase_add_test(tc, test_attempt_timeout);
@@ -134,5 +135,5 @@ static Suite *probes_suite(void) {
 }
 
 int main(void) {
-        return unit_run(probes_suite());
+        return unit_run(attempts_suite());
 }

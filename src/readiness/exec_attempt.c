@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include "exitcode.h"
-#include "probe-exec.h"
+#include "exec_attempt.h"
 #include "process.h"
 #include "signals.h"
 
-void exec_probe_init(struct exec_probe *p, const char *command, char *const *envp) {
-        *p = (struct exec_probe) { .command = command, .envp = envp, .done_fd = -1, .output_fd = -1, .status = -1 };
+void exec_attempt_init(struct exec_attempt *p, const char *command, char *const *envp) {
+        *p = (struct exec_attempt) { .command = command, .envp = envp, .done_fd = -1, .output_fd = -1, .status = -1 };
 }
 
 void keep_tail(char *buf, size_t *len, size_t size, const char *text, size_t n) {
@@ -35,7 +35,7 @@ void keep_tail(char *buf, size_t *len, size_t size, const char *text, size_t n) 
 }
 
 /* In the clone, before exec: only system calls. */
-static _Noreturn void exec_shell(const struct exec_probe *p, int output) {
+static _Noreturn void exec_shell(const struct exec_attempt *p, int output) {
         char *argv[] = { (char *) "sh", (char *) "-c", (char *) p->command, NULL };
         int null;
 
@@ -56,7 +56,7 @@ static void kill_own_group(int sig) {
 /* The clone prebind waits for. An exec would make it an ordinary child
  * again (execve(2) resets the exit signal to SIGCHLD), so it does not
  * exec: it forks the shell, waits for it and exits with its status. */
-static _Noreturn void run_probe(const struct exec_probe *p, pid_t parent, int output, int done) {
+static _Noreturn void run_attempt(const struct exec_attempt *p, pid_t parent, int output, int done) {
         pid_t shell;
         int status, code;
 
@@ -66,7 +66,7 @@ static _Noreturn void run_probe(const struct exec_probe *p, pid_t parent, int ou
         (void) setpgid(0, 0);
         /* Never outlive prebind, even if it is killed with SIGKILL: the
          * kernel then sends this process SIGTERM, and the handler takes
-         * the whole probe down, this process group (the shell and what it
+         * the whole attempt down, this process group (the shell and what it
          * started: a shell does not always exec its last command). */
         sigemptyset(&term);
         sigaddset(&term, SIGTERM);
@@ -98,7 +98,7 @@ static _Noreturn void run_probe(const struct exec_probe *p, pid_t parent, int ou
         _exit(0);
 }
 
-/* fork() with no exit signal (see probe-exec.h): the old clone(), whose
+/* fork() with no exit signal (see exec_attempt.h): the old clone(), whose
  * flags hold the exit signal in their low byte (x86-64 order: flags,
  * stack, parent_tid, child_tid, tls; no stack: the child runs on a copy,
  * as after fork()). Neither clone3() nor pidfd_open() is needed, which
@@ -107,7 +107,7 @@ static pid_t fork_quiet(void) {
         return (pid_t) syscall(SYS_clone, 0UL, 0UL, NULL, NULL, 0UL);
 }
 
-int exec_probe_begin(struct exec_probe *p) {
+int exec_attempt_begin(struct exec_attempt *p) {
         pid_t parent = getpid(), pid;
         int out[2], done[2];
 
@@ -130,7 +130,7 @@ int exec_probe_begin(struct exec_probe *p) {
                 return r;
         }
         if (pid == 0)
-                run_probe(p, parent, out[1], done[1]);
+                run_attempt(p, parent, out[1], done[1]);
         (void) setpgid(pid, pid);
         close(out[1]);
         close(done[1]);
@@ -142,7 +142,7 @@ int exec_probe_begin(struct exec_probe *p) {
         return 0;
 }
 
-void exec_probe_read(struct exec_probe *p) {
+void exec_attempt_read(struct exec_attempt *p) {
         char buf[4096];
         ssize_t n;
 
@@ -165,7 +165,7 @@ void exec_probe_read(struct exec_probe *p) {
 /* Reap the attempt (it has said its status, or was killed): the group's
  * leftovers are killed first, while the leader still holds the group id.
  * Returns the shell's status, 128+9 if it was killed. */
-static int reap(struct exec_probe *p) {
+static int reap(struct exec_attempt *p) {
         int code = 128 + SIGKILL, ws;
         ssize_t k;
 
@@ -177,7 +177,7 @@ static int reap(struct exec_probe *p) {
         (void) kill(-p->pid, SIGKILL);
         while (waitpid(p->pid, &ws, __WALL) < 0 && errno == EINTR)
                 ;
-        exec_probe_read(p);
+        exec_attempt_read(p);
         if (p->output_fd >= 0)
                 close(p->output_fd);
         p->output_fd = -1;
@@ -189,7 +189,7 @@ static int reap(struct exec_probe *p) {
         return code;
 }
 
-int exec_probe_finish(struct exec_probe *p) {
+int exec_attempt_finish(struct exec_attempt *p) {
         if (p->pid <= 0)
                 return -EAGAIN;
         p->timed_out = false;
@@ -197,7 +197,7 @@ int exec_probe_finish(struct exec_probe *p) {
         return p->status == 0 ? 1 : -EAGAIN;
 }
 
-void exec_probe_kill(struct exec_probe *p) {
+void exec_attempt_kill(struct exec_attempt *p) {
         if (p->pid <= 0)
                 return;
         (void) kill(-p->pid, SIGKILL);

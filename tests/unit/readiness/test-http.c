@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* --ready-http (probe-http.c): the status-line parser on every answer a
+/* --ready-http (http_attempt.c, check_http.c): the status-line parser on every answer a
  * server may give, cut at every length, in buffers of exactly that size;
- * the request; which socket is probed. */
+ * the request; which socket is checked. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "probe-http.h"
+#include "http_attempt.h"
 #include "unit.h"
 
 /* The parser on exactly len bytes of text, in a buffer of that size. */
@@ -202,7 +202,7 @@ START_TEST(test_bad_path) {
 }
 END_TEST
 
-START_TEST(test_probe_socket) {
+START_TEST(test_check_socket) {
         struct bound_socket s[4];
 
         memset(s, 0, sizeof s);
@@ -211,15 +211,15 @@ START_TEST(test_probe_socket) {
         s[1] = sock_in(AF_INET, "127.0.0.1", 53, SOCK_DGRAM);
         s[2] = sock_in(AF_INET6, "::1", 8080, SOCK_STREAM);
         s[3] = sock_in(AF_INET, "127.0.0.1", 8081, SOCK_STREAM);
-        ck_assert_ptr_eq(http_probe_socket(s, 4), &s[2]);
-        ck_assert_ptr_eq(http_probe_socket(s + 3, 1), &s[3]);
-        ck_assert_ptr_null(http_probe_socket(s, 2));
-        ck_assert_ptr_null(http_probe_socket(s, 0));
+        ck_assert_ptr_eq(http_attempt_socket(s, 4), &s[2]);
+        ck_assert_ptr_eq(http_attempt_socket(s + 3, 1), &s[3]);
+        ck_assert_ptr_null(http_attempt_socket(s, 2));
+        ck_assert_ptr_null(http_attempt_socket(s, 0));
 }
 END_TEST
 
-static Suite *probe_http_suite(void) {
-        Suite *s = suite_create("probe-http");
+static Suite *http_suite(void) {
+        Suite *s = suite_create("http");
         TCase *tc = tcase_create("status");
 
         tcase_add_loop_test(tc, test_answer, 0, ARRAY_SIZE(answers));
@@ -231,11 +231,11 @@ static Suite *probe_http_suite(void) {
         tc = tcase_create("request");
         tcase_add_test(tc, test_request);
         tcase_add_loop_test(tc, test_bad_path, 0, ARRAY_SIZE(bad_paths));
-        tcase_add_test(tc, test_probe_socket);
+        tcase_add_test(tc, test_check_socket);
         suite_add_tcase(s, tc);
         return s;
 }
 
 int main(void) {
-        return unit_run(probe_http_suite());
+        return unit_run(http_suite());
 }

@@ -6,7 +6,7 @@
 #include <sys/types.h>
 
 /* --ready-exec: one attempt is "/bin/sh -c COMMAND", ready when it exits
- * 0. The probe runs in a process group of its own, with stdin on
+ * 0. The attempt runs in a process group of its own, with stdin on
  * /dev/null and stdout and stderr captured; prebind kills the whole group
  * when the attempt is over (its time is up, or it has exited and left
  * something behind) and when prebind dies (PR_SET_PDEATHSIG).
@@ -19,7 +19,7 @@
 
 #define EXEC_OUTPUT_MAX 1024
 
-struct exec_probe {
+struct exec_attempt {
         const char *command; /* templates expanded */
         char *const *envp;
         pid_t pid;                    /* 0 between attempts */
@@ -33,16 +33,16 @@ struct exec_probe {
         char last_output[EXEC_OUTPUT_MAX + 1];
 };
 
-void exec_probe_init(struct exec_probe *p, const char *command, char *const *envp);
+void exec_attempt_init(struct exec_attempt *p, const char *command, char *const *envp);
 
 /* Start an attempt. Returns 0, or -errno (it could not start). */
-int exec_probe_begin(struct exec_probe *p);
+int exec_attempt_begin(struct exec_attempt *p);
 /* output_fd is readable: keep what it says. */
-void exec_probe_read(struct exec_probe *p);
+void exec_attempt_read(struct exec_attempt *p);
 /* done_fd is readable: the attempt is over. Returns 1 if it exited 0,
  * -EAGAIN if not. */
-int exec_probe_finish(struct exec_probe *p);
+int exec_attempt_finish(struct exec_attempt *p);
 /* Its time is up: kill it, and the attempt is over (not ready). */
-void exec_probe_kill(struct exec_probe *p);
+void exec_attempt_kill(struct exec_attempt *p);
 /* Keep the end of text in buf (len held, size max): pure, for the output. */
 void keep_tail(char *buf, size_t *len, size_t size, const char *text, size_t n);

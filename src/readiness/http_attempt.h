@@ -32,7 +32,7 @@ int http_request_format(const struct bound_socket *s, const char *path, char **r
 /* Room for the status line, a few interim responses and their headers. */
 #define HTTP_RESPONSE_MAX 4096
 
-struct http_probe {
+struct http_attempt {
         union sockaddr_any addr; /* where to connect: loopback for a wildcard */
         socklen_t addr_len;
         char *request;
@@ -49,27 +49,27 @@ struct http_probe {
 };
 
 /* The first TCP socket of sockets, or NULL. */
-const struct bound_socket *http_probe_socket(const struct bound_socket *sockets, size_t n);
+const struct bound_socket *http_attempt_socket(const struct bound_socket *sockets, size_t n);
 
-int http_probe_init(struct http_probe *p, const struct bound_socket *s, const char *path);
-void http_probe_done(struct http_probe *p);
+int http_attempt_init(struct http_attempt *p, const struct bound_socket *s, const char *path);
+void http_attempt_done(struct http_attempt *p);
 
 /* Start an attempt: a non-blocking connect. Returns 0 (then wait for
- * p->fd with http_probe_events()), or -errno (the attempt failed at
+ * p->fd with http_attempt_events()), or -errno (the attempt failed at
  * once). */
-int http_probe_begin(struct http_probe *p);
+int http_attempt_begin(struct http_attempt *p);
 /* What to wait for on p->fd. */
-uint32_t http_probe_events(const struct http_probe *p);
+uint32_t http_attempt_events(const struct http_attempt *p);
 /* p->fd is ready: go on. Returns 1 when the answer says ready, 0 while
  * the attempt goes on, -EAGAIN when it is over and not ready (p->status,
  * p->error, p->garbage say why). The fd is closed when the attempt is
  * over. */
-int http_probe_continue(struct http_probe *p);
+int http_attempt_continue(struct http_attempt *p);
 /* Is a connection still waiting in the listening socket's accept queue
  * (COMMAND has not accepted it yet)? Then the attempt is not stuck, only
  * early: closing it would make COMMAND accept a dead connection and log
  * a broken pipe. From TCP_INFO, which gives a listener's queue length in
  * tcpi_unacked. */
-bool http_probe_queued(const struct http_probe *p);
+bool http_attempt_queued(const struct http_attempt *p);
 /* Give up the attempt under way (its time is up). */
-void http_probe_abort(struct http_probe *p);
+void http_attempt_abort(struct http_attempt *p);
