@@ -159,13 +159,9 @@ static void exec_free(struct ready_check *c) {
         free(e);
 }
 
-static const struct ready_check_kind exec_kind = {
-        .name = "exec",
-        .start = exec_start,
-        .stop = exec_stop,
-        .describe = exec_describe,
-        .free = exec_free,
-};
+static const char *exec_refuse(const char *arg) {
+        return *arg ? NULL : "empty command";
+}
 
 /* sh -c reads the command: each value is quoted as one word, so a path
  * with a space or "$(…)" in it is a path, never shell code. */
@@ -204,18 +200,17 @@ static int build_env(char *const *setenv, size_t n_setenv, struct child_env *ret
         return r < 0 ? log_oom() : 0;
 }
 
-int check_exec_new(const char *command, uint64_t interval_usec, const struct bound_socket *sockets, size_t n,
-                   char *const *setenv, size_t n_setenv, struct ready_check **ret) {
+static int exec_create(const char *command, const struct ready_check_env *env, struct ready_check **ret) {
         struct exec_check *e = calloc(1, sizeof *e);
         int r;
 
         if (!e)
                 return log_oom();
-        e->check.kind = &exec_kind;
-        e->interval_usec = interval_usec;
-        r = expand(command, sockets, n, &e->command);
+        e->check.kind = &ready_check_exec;
+        e->interval_usec = env->interval_usec;
+        r = expand(command, env->sockets, env->n_sockets, &e->command);
         if (r >= 0)
-                r = build_env(setenv, n_setenv, &e->env);
+                r = build_env(env->setenv, env->n_setenv, &e->env);
         if (r < 0) {
                 exec_free(&e->check);
                 return r;
@@ -224,3 +219,14 @@ int check_exec_new(const char *command, uint64_t interval_usec, const struct bou
         *ret = &e->check;
         return 0;
 }
+
+const struct ready_check_kind ready_check_exec = {
+        .name = "exec",
+        .start = exec_start,
+        .stop = exec_stop,
+        .describe = exec_describe,
+        .free = exec_free,
+        .refuse = exec_refuse,
+        .create = exec_create,
+        .retries = true,
+};

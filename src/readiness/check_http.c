@@ -157,17 +157,8 @@ static void http_free(struct ready_check *c) {
         free(h);
 }
 
-static const struct ready_check_kind http_kind = {
-        .name = "http",
-        .start = http_start,
-        .stop = http_stop,
-        .describe = http_describe,
-        .free = http_free,
-};
-
-int check_http_new(const char *path, uint64_t interval_usec, const struct bound_socket *sockets, size_t n,
-                   struct ready_check **ret) {
-        const struct bound_socket *s = http_attempt_socket(sockets, n);
+static int http_create(const char *path, const struct ready_check_env *env, struct ready_check **ret) {
+        const struct bound_socket *s = http_attempt_socket(env->sockets, env->n_sockets);
         struct http_check *h;
         char quoted[LOG_QUOTE_SIZE];
         int r;
@@ -179,7 +170,9 @@ int check_http_new(const char *path, uint64_t interval_usec, const struct bound_
         h = calloc(1, sizeof *h);
         if (!h)
                 return log_oom();
-        *h = (struct http_check) { .check.kind = &http_kind, .path = path, .interval_usec = interval_usec, .fd = -1 };
+        *h = (struct http_check) {
+                .check.kind = &ready_check_http, .path = path, .interval_usec = env->interval_usec, .fd = -1
+        };
         r = http_attempt_init(&h->ha, s, path);
         if (r < 0) {
                 free(h);
@@ -192,3 +185,14 @@ int check_http_new(const char *path, uint64_t interval_usec, const struct bound_
         *ret = &h->check;
         return 0;
 }
+
+const struct ready_check_kind ready_check_http = {
+        .name = "http",
+        .start = http_start,
+        .stop = http_stop,
+        .describe = http_describe,
+        .free = http_free,
+        .create = http_create,
+        .default_arg = "/",
+        .retries = true,
+};

@@ -200,17 +200,9 @@ static void log_free(struct ready_check *c) {
         free(g);
 }
 
-static const struct ready_check_kind log_kind = {
-        .name = "log",
-        .start = log_start,
-        .stop = log_stop,
-        .describe = log_describe,
-        .free = log_free,
-        .attach = log_attach,
-        .detach = log_detach,
-        .command_exited = log_command_exited,
-        .log_details = log_details,
-};
+static const char *log_refuse(const char *arg) {
+        return *arg ? NULL : "empty regular expression (it would match any line)";
+}
 
 static int compile(struct log_check *g) {
         char error[256], quoted[LOG_QUOTE_SIZE];
@@ -231,13 +223,13 @@ static int compile(struct log_check *g) {
         return 0;
 }
 
-int check_log_new(const char *pattern, struct ready_check **ret) {
+static int log_create(const char *pattern, const struct ready_check_env *env, struct ready_check **ret) {
         struct log_check *g = calloc(1, sizeof *g);
         int r;
 
         if (!g)
                 return log_oom();
-        *g = (struct log_check) { .check.kind = &log_kind, .pattern = pattern };
+        *g = (struct log_check) { .check.kind = &ready_check_log, .pattern = pattern };
         r = compile(g);
         if (r >= 0 && (line_matcher_init(&g->out_lines, g->re, &g->tail) < 0 ||
                        line_matcher_init(&g->err_lines, g->re, &g->tail) < 0))
@@ -252,17 +244,33 @@ int check_log_new(const char *pattern, struct ready_check **ret) {
         return 0;
 }
 
-void check_log_child_output(const struct ready_check *c, int *ret_stdout, int *ret_stderr) {
+static void log_child_output(const struct ready_check *c, int *ret_stdout, int *ret_stderr) {
         const struct log_check *g = LOG_OF(c);
 
         *ret_stdout = g->current ? g->current->out.child_fd : 0;
         *ret_stderr = g->current ? g->current->err.child_fd : 0;
 }
 
-int check_log_prepare_output(struct ready_check *c) {
+static int log_prepare_output(struct ready_check *c) {
         struct log_check *g = LOG_OF(c);
 
         if (!g->current || g->current->pid == 0)
                 return 0;
         return output_open(g);
 }
+
+const struct ready_check_kind ready_check_log = {
+        .name = "log",
+        .start = log_start,
+        .stop = log_stop,
+        .describe = log_describe,
+        .free = log_free,
+        .attach = log_attach,
+        .detach = log_detach,
+        .command_exited = log_command_exited,
+        .log_details = log_details,
+        .child_output = log_child_output,
+        .prepare_output = log_prepare_output,
+        .refuse = log_refuse,
+        .create = log_create,
+};

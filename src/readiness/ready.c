@@ -21,7 +21,7 @@ struct ready {
         struct ready_check *checks[READY_CHECKS_MAX]; /* in the order added, which messages keep */
         size_t n_checks;
         struct ready_check *notify; /* --ready's check (in checks[] too): its socket and entry */
-        struct ready_check *log;    /* --ready-log's: COMMAND's output */
+        struct ready_check *output; /* the check that reads COMMAND's output, if any */
         bool waiting;               /* between ready_start() and met, timed out or ready_stop() */
         struct loop_timer timeout;
         struct loop *loop;
@@ -102,22 +102,55 @@ int ready_add_ports(struct ready *r, const uint16_t *ports, size_t n, connect_so
 
 int ready_add_checks(struct ready *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
                      size_t n_setenv) {
-        const struct ready_options *o = &r->options;
+        const struct ready_check_env env = {
+                .sockets = sockets,
+                .n_sockets = n,
+                .setenv = setenv,
+                .n_setenv = n_setenv,
+                .interval_usec = r->options.interval_usec,
+        };
         struct ready_check *c;
         int k;
 
-        if (o->log) {
-                if ((k = check_log_new(o->log, &c)) < 0 || (k = ready_add_check(r, c)) < 0)
+        for (size_t i = 0; i < r->options.n_checks; i++) {
+                const struct ready_check_spec *spec = &r->options.checks[i];
+
+                if ((k = spec->kind->create(spec->arg, &env, &c)) < 0 || (k = ready_add_check(r, c)) < 0)
                         return k;
-                r->log = c;
+                if (c->kind->child_output && !r->output)
+                        r->output = c;
         }
-        if (o->exec && ((k = check_exec_new(o->exec, o->interval_usec, sockets, n, setenv, n_setenv, &c)) < 0 ||
-                        (k = ready_add_check(r, c)) < 0))
-                return k;
-        if (o->http && ((k = check_http_new(o->http_path, o->interval_usec, sockets, n, &c)) < 0 ||
-                        (k = ready_add_check(r, c)) < 0))
-                return k;
         return 0;
+}
+
+const char *ready_options_add(struct ready_options *o, const struct ready_check_kind *kind, const char *arg) {
+        const char *why = kind->refuse ? kind->refuse(arg) : NULL;
+        size_t i;
+
+        if (why)
+                return why;
+        for (i = 0; i < o->n_checks && o->checks[i].kind != kind; i++)
+                ;
+        if (i == READY_SPECS_MAX)
+                return "too many kinds of check";
+        o->checks[i] = (struct ready_check_spec) { .kind = kind, .arg = arg ?: kind->default_arg };
+        if (i == o->n_checks)
+                o->n_checks++;
+        return NULL;
+}
+
+const char *ready_options_arg(const struct ready_options *o, const struct ready_check_kind *kind) {
+        for (size_t i = 0; i < o->n_checks; i++)
+                if (o->checks[i].kind == kind)
+                        return o->checks[i].arg;
+        return NULL;
+}
+
+bool ready_options_retry(const struct ready_options *o) {
+        for (size_t i = 0; i < o->n_checks; i++)
+                if (o->checks[i].kind->retries)
+                        return true;
+        return false;
 }
 
 void ready_set_mode(struct ready *r, enum ready_mode mode) {
@@ -126,12 +159,12 @@ void ready_set_mode(struct ready *r, enum ready_mode mode) {
 
 void ready_child_output(const struct ready *r, int *ret_stdout, int *ret_stderr) {
         *ret_stdout = *ret_stderr = 0;
-        if (r && r->log)
-                check_log_child_output(r->log, ret_stdout, ret_stderr);
+        if (r && r->output)
+                r->output->kind->child_output(r->output, ret_stdout, ret_stderr);
 }
 
 int ready_prepare_output(struct ready *r) {
-        return r->log ? check_log_prepare_output(r->log) : 0;
+        return r->output && r->output->kind->prepare_output ? r->output->kind->prepare_output(r->output) : 0;
 }
 
 int ready_move_notify(struct ready *r, int fd) {

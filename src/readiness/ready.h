@@ -29,20 +29,47 @@ enum ready_event {
 
 typedef void (*ready_callback)(enum ready_event event, void *userdata);
 
+/* A check an option of the command line asks for (--ready-log,
+ * --ready-exec, --ready-http): the kind its row of the option table names
+ * (supervisor/options.c), and the option's argument. */
+struct ready_check_kind;
+struct ready_check_spec {
+        const struct ready_check_kind *kind;
+        const char *arg; /* the kind's default when an optional argument is left out */
+};
+#define READY_SPECS_MAX 8
+
 /* What the command line asks readiness for. */
 struct ready_options {
         bool notify;           /* --ready: READY=1 */
         uint64_t timeout_usec; /* --ready=, --ready-timeout= (and --intercept's); 0: wait forever */
-        const char *log;       /* --ready-log=REGEX */
-        const char *exec;      /* --ready-exec=COMMAND, templates unexpanded */
-        bool http;             /* --ready-http[=PATH] */
-        const char *http_path;
-        uint64_t interval_usec; /* between two attempts of --ready-exec, --ready-http */
+        struct ready_check_spec checks[READY_SPECS_MAX]; /* one per kind, in the order given */
+        size_t n_checks;
+        uint64_t interval_usec; /* between two attempts of a check that tries again */
 };
+
+/* The kinds an option asks for, each in its own file (check_*.c). A
+ * build tool that reads the option table alone (the bash completion's)
+ * links no check: for it they are weak, and its rows point nowhere. */
+#ifdef READY_CHECKS_UNLINKED
+#define READY_CHECK_KIND extern const struct ready_check_kind __attribute__((weak))
+#else
+#define READY_CHECK_KIND extern const struct ready_check_kind
+#endif
+READY_CHECK_KIND ready_check_log, ready_check_exec, ready_check_http;
+
+/* An option asks for a check of kind with arg (NULL: an optional argument
+ * left out); asked again, the last one wins. Returns NULL, or why arg is
+ * refused (bad usage: the caller says so). */
+const char *ready_options_add(struct ready_options *o, const struct ready_check_kind *kind, const char *arg);
+/* The argument of the check of kind asked for, or NULL if none is. */
+const char *ready_options_arg(const struct ready_options *o, const struct ready_check_kind *kind);
+/* Does a check asked for try again every interval_usec? */
+bool ready_options_retry(const struct ready_options *o);
 
 /* Does COMMAND wait for any of the options' checks before it is ready? */
 static inline bool ready_options_wait(const struct ready_options *o) {
-        return o->notify || o->log || o->exec || o->http;
+        return o->notify || o->n_checks > 0;
 }
 
 struct ready;
@@ -66,9 +93,9 @@ int ready_add_claims(struct ready *r, const struct claim_source_ops *ops, void *
 int ready_add_ports(struct ready *r, const uint16_t *ports, size_t n, connect_socket_fn make_socket,
                     void (*accepted)(void *userdata, size_t index, int family), void *userdata);
 
-/* --ready-log, --ready-exec, --ready-http, once the sockets and the -E
- * entries are known. Logs its errors (bad options too); returns 0 or
- * -errno. */
+/* The checks the options ask for (options->checks), once the sockets and
+ * the -E entries are known. Logs its errors (bad options too); returns
+ * 0 or -errno. */
 int ready_add_checks(struct ready *r, const struct bound_socket *sockets, size_t n, char *const *setenv,
                      size_t n_setenv);
 

@@ -9,6 +9,7 @@
 #include "claim_source.h"
 #include "connect.h"
 #include "loop.h"
+#include "ready.h"
 #include "socket.h"
 
 /* One readiness check, as ready.c holds them in its list: a kind (what
@@ -18,6 +19,15 @@
  * check for a new COMMAND, stops them, asks what is unmet, and decides
  * "ready" from what each one reports with ready_check_met(). */
 struct ready_check;
+
+/* What a check an option asks for is made with. */
+struct ready_check_env {
+        const struct bound_socket *sockets;
+        size_t n_sockets;
+        char *const *setenv; /* the -E entries, expanded */
+        size_t n_setenv;
+        uint64_t interval_usec; /* --ready-interval */
+};
 
 struct ready_check_kind {
         const char *name; /* "notify", "claims", "tcp", "log", "exec", "http" */
@@ -45,6 +55,22 @@ struct ready_check_kind {
         /* After a message that COMMAND was not ready: more detail, as log
          * lines (the last lines it wrote). */
         void (*log_details)(struct ready_check *c);
+        /* A check that reads COMMAND's output: the fds the next COMMAND
+         * gets as stdout and stderr (0: prebind's own). */
+        void (*child_output)(const struct ready_check *c, int *ret_stdout, int *ret_stderr);
+        /* …and before a COMMAND starts: new ones if the current ones
+         * belong to a COMMAND that still runs (--reload=overlap). Returns 0
+         * or -errno. */
+        int (*prepare_output)(struct ready_check *c);
+
+        /* The kinds an option asks for (ready_options_add()); NULL for
+         * the others. */
+        /* NULL if arg (the option's argument) is fine, else why not. */
+        const char *(*refuse)(const char *arg);
+        /* Make the check. Logs what is wrong; returns 0 or -errno. */
+        int (*create)(const char *arg, const struct ready_check_env *env, struct ready_check **ret);
+        const char *default_arg; /* an optional argument left out */
+        bool retries;            /* tried every --ready-interval */
 };
 
 struct ready;
@@ -71,8 +97,9 @@ void ready_check_met(struct ready_check *c, const char *what);
 /* EXTEND_TIMEOUT_USEC=: the timeout becomes at least usec from now. */
 void ready_check_extend(struct ready_check *c, uint64_t usec);
 
-/* The kinds. Each constructor logs what is wrong with its argument and
- * returns -EINVAL, or another -errno (logged). */
+/* The kinds that no option asks for: the supervisor adds them through
+ * ready.h. Each constructor returns 0 or -errno. (The kinds an option
+ * asks for are ready.h's ready_check_*, made with their create().) */
 
 /* --ready: READY=1 on a NOTIFY_SOCKET of COMMAND's own (check_notify.c). */
 int check_notify_new(struct ready_check **ret);
@@ -97,22 +124,3 @@ struct check_tcp_params {
         const char *where;
 };
 int check_tcp_new(const struct check_tcp_params *p, struct ready_check **ret);
-
-/* --ready-log=REGEX: a line of COMMAND's stdout or stderr matches
- * (check_log.c); both are relayed from pipes of its own. */
-int check_log_new(const char *pattern, struct ready_check **ret);
-/* The fds the next COMMAND gets as stdout and stderr. */
-void check_log_child_output(const struct ready_check *c, int *ret_stdout, int *ret_stderr);
-/* Before a COMMAND starts: new pipes if the current ones belong to a
- * COMMAND that still runs (--reload=overlap). Returns 0 or -errno. */
-int check_log_prepare_output(struct ready_check *c);
-
-/* --ready-exec=COMMAND: a command (sh -c, templates expanded) exits 0
- * (check_exec.c), tried every interval_usec; setenv: the -E entries. */
-int check_exec_new(const char *command, uint64_t interval_usec, const struct bound_socket *sockets, size_t n,
-                   char *const *setenv, size_t n_setenv, struct ready_check **ret);
-
-/* --ready-http[=PATH]: GET PATH on the first TCP socket answers 2xx/3xx
- * (check_http.c), tried every interval_usec. */
-int check_http_new(const char *path, uint64_t interval_usec, const struct bound_socket *sockets, size_t n,
-                   struct ready_check **ret);

@@ -154,9 +154,24 @@ static int parse_ready_timeout(struct config *c, const char *option, const char 
         return 0;
 }
 
+/* An option whose row names a readiness check: readiness takes the
+ * argument, and says what is wrong with it. */
+static int add_check(struct config *c, const struct option_def *def, const char *arg) {
+        char option[64];
+        const char *why = ready_options_add(&c->ready, def->check, arg);
+
+        if (!why)
+                return 0;
+        snprintf(option, sizeof option, "--%s", def->name);
+        return usage_error(option, arg ?: "", why);
+}
+
 static int parse_one(struct config *c, int opt, char *arg, const char *current, bool *print_format_set) {
         unsigned long n;
 
+        for (size_t i = 0; i < n_option_defs; i++)
+                if (option_defs[i].key == opt && option_defs[i].check)
+                        return add_check(c, &option_defs[i], arg);
         switch (opt) {
         case 'l':
                 return add_listen(c, arg);
@@ -217,20 +232,6 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return arg ? parse_ready_timeout(c, "--ready", arg) : 0;
         case ARG_READY_TIMEOUT:
                 return parse_ready_timeout(c, "--ready-timeout", arg);
-        case ARG_READY_LOG:
-                if (!*arg)
-                        return usage_error("--ready-log", arg, "empty regular expression (it would match any line)");
-                c->ready.log = arg;
-                return 0;
-        case ARG_READY_EXEC:
-                if (!*arg)
-                        return usage_error("--ready-exec", arg, "empty command");
-                c->ready.exec = arg;
-                return 0;
-        case ARG_READY_HTTP:
-                c->ready.http = true;
-                c->ready.http_path = arg ? arg : "/";
-                return 0;
         case ARG_READY_INTERVAL:
                 if (parse_duration(arg, &c->ready.interval_usec) < 0 || c->ready.interval_usec == 0)
                         return usage_error("--ready-interval", arg, "expected a duration such as 100ms or 1s");

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "macro.h"
+#include "options.h"
 
 /* One argument as a shell would need it: bare when it is plain, else in
  * single quotes ('\'' for a quote). */
@@ -68,13 +69,17 @@ static void put_listen(FILE *f, const struct listen_spec *spec) {
 static void put_readiness(FILE *f, const struct config *c) {
         if (c->ready.notify)
                 put_option(f, "--ready", NULL);
-        if (c->ready.log)
-                put_option(f, "--ready-log", c->ready.log);
-        if (c->ready.exec)
-                put_option(f, "--ready-exec", c->ready.exec);
-        if (c->ready.http)
-                put_option(f, "--ready-http", c->ready.http_path);
-        if (c->ready.exec || c->ready.http)
+        /* In the option table's order, whatever the command line's. */
+        for (size_t i = 0; i < n_option_defs; i++) {
+                const char *arg = option_defs[i].check ? ready_options_arg(&c->ready, option_defs[i].check) : NULL;
+                char option[64];
+
+                if (!arg)
+                        continue;
+                snprintf(option, sizeof option, "--%s", option_defs[i].name);
+                put_option(f, option, arg);
+        }
+        if (ready_options_retry(&c->ready))
                 put_duration(f, "--ready-interval", c->ready.interval_usec);
         if (config_waits_ready(c) || c->n_intercepts > 0) {
                 if (c->ready.timeout_usec == 0)

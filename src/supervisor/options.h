@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ready.h"
+
 /* getopt_long's value for the long-only options (the others return their
  * short letter). */
 enum {
@@ -105,6 +107,9 @@ struct option_def {
         enum option_value value;
         const char *words;                   /* VALUE_WORDS: the values, separated by spaces */
         const struct option_rule *conflicts; /* OPTION_RULES(...), NULL: none */
+        /* A readiness check of this kind (ready.h), the argument its own:
+         * config.c hands both to readiness, nothing else knows the option. */
+        const struct ready_check_kind *check;
 };
 
 extern const struct option_def option_defs[];

@@ -234,7 +234,7 @@ def test_flood_is_summarised_and_dropped_lines_are_said_once_the_pipe_drains(nob
 # (each datagram or claim then costs prebind a walk up the whole chain
 # in /proc, milliseconds), sending as fast as the kernel takes them: the
 # queue is never empty. Every message was read in one go
-# (ready_hear()'s loop, the broker's accept_all()) until the queue
+# (the notify check's read loop, the broker's accept_all()) until the queue
 # was empty, so the loop never came back to its timers and signals while
 # the flood lasted.
 DEEP_FLOODER = r"""

@@ -246,55 +246,70 @@ START_TEST(test_notify_kind) {
 END_TEST
 
 START_TEST(test_log_kind) {
+        const struct ready_check_env env = { .interval_usec = 100000 };
+        const struct ready_check_kind *k = &ready_check_log;
         struct ready_check *c = NULL;
         char buf[128];
         int out, err;
 
-        ck_assert_int_eq(check_log_new("^up$", &c), 0);
+        ck_assert_str_eq(k->refuse(""), "empty regular expression (it would match any line)");
+        ck_assert_ptr_null(k->refuse("x"));
+        ck_assert(!k->retries);
+        ck_assert_int_eq(k->create("^up$", &env, &c), 0);
         ck_assert_str_eq(c->kind->name, "log");
         ck_assert_str_eq(phrase_of(c, buf, sizeof buf), "wrote no line that matches --ready-log '^up$'");
-        check_log_child_output(c, &out, &err);
+        c->kind->child_output(c, &out, &err);
         ck_assert_int_gt(out, 2);
         ck_assert_int_gt(err, 2);
         c->kind->free(c);
-        /* A pattern refused: bad usage. */
-        ck_assert_int_eq(check_log_new("(a", &c), -EINVAL);
-        ck_assert_int_eq(check_log_new("a\\1", &c), -EINVAL);
+        /* A pattern refused when it is compiled: bad usage too. */
+        ck_assert_int_eq(k->create("(a", &env, &c), -EINVAL);
+        ck_assert_int_eq(k->create("a\\1", &env, &c), -EINVAL);
 }
 END_TEST
 
 START_TEST(test_exec_kind) {
         struct bound_socket s = tcp_socket();
         char *const setenv[] = { (char *) "A=1", (char *) "NOTIFY_SOCKET=@x" };
+        const struct ready_check_env env = { &s, 1, setenv, 2, 100000 };
+        const struct ready_check_kind *k = &ready_check_exec;
         struct ready_check *c = NULL;
         char buf[128];
 
-        ck_assert_int_eq(check_exec_new("nc -z {web.host} {port}", 100000, &s, 1, setenv, 2, &c), 0);
+        ck_assert_str_eq(k->refuse(""), "empty command");
+        ck_assert_ptr_null(k->refuse("true"));
+        ck_assert(k->retries);
+        ck_assert_int_eq(k->create("nc -z {web.host} {port}", &env, &c), 0);
         ck_assert_str_eq(c->kind->name, "exec");
         ck_assert_str_eq(phrase_of(c, buf, sizeof buf),
                          "did not pass --ready-exec 'nc -z 127.0.0.1 8080' (has not finished yet, 0 attempts)");
         c->kind->free(c);
         /* A template that names nothing, or a field that is not one. */
-        ck_assert_int_eq(check_exec_new("true {db.port}", 100000, &s, 1, NULL, 0, &c), -EINVAL);
-        ck_assert_int_eq(check_exec_new("true {nope}", 100000, &s, 1, NULL, 0, &c), -EINVAL);
+        ck_assert_int_eq(k->create("true {db.port}", &env, &c), -EINVAL);
+        ck_assert_int_eq(k->create("true {nope}", &env, &c), -EINVAL);
 }
 END_TEST
 
 START_TEST(test_http_kind) {
         struct bound_socket s = tcp_socket(), udp = tcp_socket();
+        const struct ready_check_env env = { &s, 1, NULL, 0, 100000 }, env_udp = { &udp, 1, NULL, 0, 100000 };
+        const struct ready_check_kind *k = &ready_check_http;
         struct ready_check *c = NULL;
         char buf[128];
 
-        ck_assert_int_eq(check_http_new("/healthz", 100000, &s, 1, &c), 0);
+        ck_assert_ptr_null(k->refuse);
+        ck_assert_str_eq(k->default_arg, "/");
+        ck_assert(k->retries);
+        ck_assert_int_eq(k->create("/healthz", &env, &c), 0);
         ck_assert_str_eq(c->kind->name, "http");
         ck_assert_str_eq(phrase_of(c, buf, sizeof buf),
                          "did not pass --ready-http (GET /healthz got no answer yet, 0 attempts)");
         c->kind->free(c);
         /* No TCP socket; a path that is not one. */
         udp.type = SOCK_DGRAM;
-        ck_assert_int_eq(check_http_new("/", 100000, &udp, 1, &c), -EINVAL);
-        ck_assert_int_eq(check_http_new("healthz", 100000, &s, 1, &c), -EINVAL);
-        ck_assert_int_eq(check_http_new("/a b", 100000, &s, 1, &c), -EINVAL);
+        ck_assert_int_eq(k->create("/", &env_udp, &c), -EINVAL);
+        ck_assert_int_eq(k->create("healthz", &env, &c), -EINVAL);
+        ck_assert_int_eq(k->create("/a b", &env, &c), -EINVAL);
 }
 END_TEST
 
@@ -321,6 +336,30 @@ START_TEST(test_tcp_kind) {
 }
 END_TEST
 
+/* The options' list: one check per kind, the last option wins, an
+ * optional argument left out is the kind's default, a refusal says why. */
+START_TEST(test_options_list) {
+        struct ready_options o = { 0 };
+
+        ck_assert(!ready_options_wait(&o));
+        ck_assert_ptr_null(ready_options_add(&o, &ready_check_log, "a"));
+        ck_assert(ready_options_wait(&o));
+        ck_assert(!ready_options_retry(&o));
+        ck_assert_ptr_null(ready_options_add(&o, &ready_check_http, NULL));
+        ck_assert(ready_options_retry(&o));
+        ck_assert_ptr_null(ready_options_add(&o, &ready_check_log, "b"));
+        ck_assert_uint_eq(o.n_checks, 2);
+        ck_assert_str_eq(ready_options_arg(&o, &ready_check_log), "b");
+        ck_assert_str_eq(ready_options_arg(&o, &ready_check_http), "/");
+        ck_assert_ptr_null(ready_options_arg(&o, &ready_check_exec));
+        ck_assert_str_eq(ready_options_add(&o, &ready_check_exec, ""), "empty command");
+        ck_assert_uint_eq(o.n_checks, 2);
+        /* The checks are made in the order given. */
+        ck_assert_ptr_eq(o.checks[0].kind, &ready_check_log);
+        ck_assert_ptr_eq(o.checks[1].kind, &ready_check_http);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("checks");
         TCase *list = tcase_create("list"), *kinds = tcase_create("kinds");
@@ -330,6 +369,7 @@ int main(void) {
         tcase_add_test(list, test_stop_and_free);
         tcase_add_test(list, test_describe_cuts);
         suite_add_tcase(s, list);
+        tcase_add_test(kinds, test_options_list);
         tcase_add_test(kinds, test_notify_kind);
         tcase_add_test(kinds, test_log_kind);
         tcase_add_test(kinds, test_exec_kind);

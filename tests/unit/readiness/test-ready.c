@@ -123,7 +123,7 @@ START_TEST(test_log_and_notify_both_wanted) {
         char buf[256];
         int out = -1, err = -1;
 
-        f.options.log = "^up$";
+        ck_assert_ptr_null(ready_options_add(&f.options, &ready_check_log, "^up$"));
         f.options.interval_usec = 100000;
         ck_assert_int_eq(loop_new(&f.loop), 0);
         ck_assert_int_eq(ready_new(&f.options, command, &f.r), 0);

@@ -647,35 +647,38 @@ END_TEST
 
 /* ---- --ready-log, --ready-exec, --ready-http, --ready-interval, --ready-timeout */
 
+/* The argument of the check of that kind the options ask for, or NULL. */
+#define READY_ARG(kind) ready_options_arg(&cfg.ready, &ready_check_##kind)
+
 START_TEST(test_ready_conditions) {
         ck_assert_int_eq(parse(ARGV("prebind", "srv")), 1);
         ck_assert(!config_waits_ready(&cfg));
-        ck_assert_ptr_null(cfg.ready.log);
-        ck_assert_ptr_null(cfg.ready.exec);
-        ck_assert(!cfg.ready.http);
+        ck_assert_ptr_null(READY_ARG(log));
+        ck_assert_ptr_null(READY_ARG(exec));
+        ck_assert(!(READY_ARG(http) != NULL));
         ck_assert_uint_eq(cfg.ready.interval_usec, 100000);
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-log=ready to accept", "srv")), 1);
-        ck_assert_str_eq(cfg.ready.log, "ready to accept");
+        ck_assert_str_eq(READY_ARG(log), "ready to accept");
         ck_assert(config_waits_ready(&cfg));
         ck_assert(!cfg.ready.notify);
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-log", "^x$", "srv")), 1);
-        ck_assert_str_eq(cfg.ready.log, "^x$");
+        ck_assert_str_eq(READY_ARG(log), "^x$");
         ck_assert_str_eq(cfg.command[0], "srv");
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-exec=redis-cli -p {port} ping", "srv")), 1);
-        ck_assert_str_eq(cfg.ready.exec, "redis-cli -p {port} ping");
+        ck_assert_str_eq(READY_ARG(exec), "redis-cli -p {port} ping");
         ck_assert(config_waits_ready(&cfg));
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http", "srv")), 1);
-        ck_assert(cfg.ready.http);
-        ck_assert_str_eq(cfg.ready.http_path, "/");
+        ck_assert((READY_ARG(http) != NULL));
+        ck_assert_str_eq(READY_ARG(http), "/");
         ck_assert(config_waits_ready(&cfg));
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http=/healthz?full=1", "srv")), 1);
-        ck_assert_str_eq(cfg.ready.http_path, "/healthz?full=1");
+        ck_assert_str_eq(READY_ARG(http), "/healthz?full=1");
         /* As for --ready: the optional argument must be attached. */
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-http", "/x")), 1);
-        ck_assert_str_eq(cfg.ready.http_path, "/");
+        ck_assert_str_eq(READY_ARG(http), "/");
         ck_assert_str_eq(cfg.command[0], "/x");
 
         ck_assert_int_eq(parse(ARGV("prebind", "--ready-interval=250ms", "--ready-http", "srv")), 1);
@@ -696,7 +699,7 @@ START_TEST(test_ready_conditions) {
         /* All together. */
         ck_assert_int_eq(
                 parse(ARGV("prebind", "--ready", "--ready-log=a", "--ready-exec=b", "--ready-http=/c", "srv")), 1);
-        ck_assert(cfg.ready.notify && cfg.ready.log && cfg.ready.exec && cfg.ready.http);
+        ck_assert(cfg.ready.notify && READY_ARG(log) && READY_ARG(exec) && (READY_ARG(http) != NULL));
 }
 END_TEST
 
