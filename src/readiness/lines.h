@@ -14,7 +14,7 @@
  * length times the size of the pattern's automaton. glibc's regexec() is
  * not linear even without back-references ("([a-z]+ )+ready" took 2.6 s
  * on one 16 KB line, "(.*a){20}x" 43 s), and that stopped prebind's
- * loop: no SIGTERM, no --ready-timeout (issue 19). So that one line can
+ * loop: no SIGTERM, no --ready-timeout. So that one line can
  * never hold the loop, the work per line is bounded too: see
  * line_regex_compile(). */
 

@@ -140,8 +140,8 @@ int ready_start(struct ready *r, pid_t child);
  * (timers, attempts), the notification socket and the relay stay. */
 void ready_stop(struct ready *r);
 /* COMMAND is reaped: nothing it or its descendants send counts any more,
- * and nobody may claim a socket (its number is free for any process now,
- * issue 19). Call it at once. */
+ * and nobody may claim a socket (its number is free for any process now:
+ * a new process could claim with it). Call it at once. */
 void ready_forget_child(struct ready *r);
 /* --reload=overlap: whose notifications count (child: READY=1 and the
  * rest), and whose are only relayed (also: STATUS=, ERRNO= of the

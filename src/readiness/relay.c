@@ -218,7 +218,8 @@ static int flush_held(struct relay *r) {
 
 /* The most one wake-up reads: while lines are matched, what the matcher
  * takes at a time (its work is bounded by that, see lines.h), so that a
- * wake-up never keeps signals and timers waiting (issue 19). */
+ * wake-up never keeps signals and timers waiting, whatever COMMAND
+ * writes. */
 static size_t read_max(const struct relay *r) {
         size_t max = RELAY_BUFFER;
 
@@ -404,7 +405,7 @@ void relay_drain(struct relay *r) {
         flush_waiting(r);
         /* All COMMAND wrote is in the pipe now, and no more than that is
          * read here: a child it left behind may write on as fast as
-         * prebind reads ("yes &"), and this loop never ended (issue 19).
+         * prebind reads ("yes &"), and this loop never ended.
          * What comes later the loop relays, as it did before. */
         if (ioctl(r->in_fd, FIONREAD, &avail) < 0 || avail < 0)
                 avail = 0;
