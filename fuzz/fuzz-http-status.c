@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "probe-http.h"
+#include "http_attempt.h"
 
 static int parse(const uint8_t *data, size_t len, int *status) {
         char *buf = malloc(len ? len : 1);
