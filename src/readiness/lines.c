@@ -5,15 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef HAVE_TRE
+#ifdef TRE_MUSL
+#include <tre.h> /* Debian's, copied beside musl's headers (meson.build) */
+#else
 #include <tre/tre.h>
+#endif
 #ifdef TRE_SONAME
 #include <dlfcn.h>
 
 /* TRE is opened with the first --ready-log pattern, not linked: a run
  * without one maps and relocates no regex engine (about 120 kB of memory
- * and a part of every launch, as libsystemd in sd.c). The static build
- * links it. */
+ * and a part of every launch, as libsystemd in sd.c). The static builds
+ * link it. */
 static struct {
         int (*regcomp)(regex_t *preg, const char *regex, int cflags);
         size_t (*regerror)(int errcode, const regex_t *preg, char *errbuf, size_t errbuf_size);
@@ -47,20 +50,7 @@ static int tre_open(char *error, size_t size) {
 #define tre_regerror tre.regerror
 #define tre_regfree tre.regfree
 #define tre_regnexec tre.regnexec
-#endif
 #else
-/* The static build with musl: its regex is TRE's parallel matcher. musl
- * has no REG_STARTEND: there a line of COMMAND's output is matched up to
- * its first NUL byte. */
-#include <regex.h>
-#define tre_regcomp regcomp
-#define tre_regerror regerror
-#define tre_regfree regfree
-#ifndef REG_STARTEND
-#define REG_STARTEND 0
-#endif
-#endif
-#ifndef TRE_SONAME
 static int tre_open(char *error, size_t size) {
         return 0;
 }
@@ -452,13 +442,7 @@ void line_regex_free(struct line_regex *re) {
 }
 
 bool line_regex_match(const struct line_regex *re, const char *line, size_t len) {
-#ifdef HAVE_TRE
         return tre_regnexec(&re->re, line, len, 0, NULL, 0) == 0;
-#else
-        regmatch_t range = { .rm_so = 0, .rm_eo = (regoff_t) len };
-
-        return regexec(&re->re, line, 1, &range, REG_STARTEND) == 0;
-#endif
 }
 
 size_t line_regex_prefix(const struct line_regex *re) {

@@ -9,8 +9,9 @@
  * last lines kept for the message when COMMAND is not ready in time.
  * Pure logic on bytes: the pipes are relay.c's.
  *
- * The engine is TRE (musl's regex in the static build, which comes from
- * TRE): it matches without backtracking, in time linear in the line's
+ * The engine is TRE, in every build (dlopen()ed by the dynamic one,
+ * linked into the static ones; the line is matched by its length, NUL
+ * bytes and all): it matches without backtracking, in time linear in the line's
  * length times the size of the pattern's automaton. glibc's regexec() is
  * not linear even without back-references ("([a-z]+ )+ready" took 2.6 s
  * on one 16 KB line, "(.*a){20}x" 43 s), and that stopped prebind's
@@ -64,7 +65,8 @@ struct line_regex;
 
 /* Check a pattern against the dialect and the bounds, without compiling
  * it: 0 and its cost, or -EINVAL with why in error (size bytes). The
- * dialect is POSIX's ERE as TRE and musl both read it: back-references,
+ * dialect is POSIX's ERE as TRE and other POSIX engines (musl's) read it
+ * alike, so that a pattern means what it says: back-references,
  * TRE's own extensions ("(?i)", "\Q", approximate "{~1}") and escapes
  * that are not one of \w \W \s \S \d \D \b \B \< \> \t \n \r \f \a \e
  * \xHH are refused, as is a repeat with nothing to repeat. */
