@@ -22,8 +22,10 @@ static void claims_served(void *userdata) {
         struct ready_check *c = userdata;
         struct claims_check *cl = CLAIMS_OF(c);
 
-        if (c->child > 0 && c->waiting && cl->ops->all_claimed(cl->object))
-                ready_check_met(c, "COMMAND took every intercepted socket");
+        if (c->child > 0 && c->waiting && cl->ops->all_claimed(cl->object)) {
+                log_debug("'%s' took every intercepted socket", c->command);
+                ready_check_met(c, "every intercepted socket claimed");
+        }
 }
 
 static int claims_attach(struct ready_check *c) {

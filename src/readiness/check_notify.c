@@ -50,15 +50,15 @@ static void hear_one(struct notify_check *n, const struct peer *from, const stru
         if (m->reloading)
                 log_debug("%s is reloading", c->command);
         /* The generation being replaced: its READY=1 says nothing of the new one. */
-        if (!counts || !c->waiting)
+        if (!counts)
                 return;
-        if (m->extend_usec)
+        if (m->extend_usec && c->waiting)
                 ready_check_extend(c, m->extend_usec);
+        /* Said each time, ready already or not: a READY=1 after a restart
+         * of COMMAND's own is news to whoever reads -v. */
         if (m->ready) {
-                char what[64];
-
-                snprintf(what, sizeof what, "READY=1 from pid %d", (int) from->pid);
-                ready_check_met(c, what);
+                log_debug("READY=1 from pid %d", (int) from->pid);
+                ready_check_met(c, "READY=1");
         }
 }
 

@@ -358,6 +358,22 @@ def fd_targets(pid):
     return targets
 
 
+def pidfd_watched(pid):
+    """Is a pidfd of pid's on one of its epoll fds (/proc/PID/fdinfo: "tfd: N")?"""
+    pidfds, watched = set(), set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target == "anon_inode:[pidfd]" or target.startswith("pidfd:"):
+                pidfds.add(int(fd))
+            elif target == "anon_inode:[eventpoll]":
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    watched |= {int(line.split()[1]) for line in f if line.startswith("tfd:")}
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return bool(pidfds & watched)
+
+
 class NotifyJob:
     """prebind --ready with NOTIFIER as COMMAND; stderr to a file."""
 
@@ -370,9 +386,9 @@ class NotifyJob:
         self.child = command_child(self.p.pid, "NOTIFY_SOCKET")
         assert self.child, "COMMAND was not exec'd"
         self.address = environ_of(self.child)["NOTIFY_SOCKET"]
-        # prebind arms the --ready timer last, once COMMAND runs: its fds
-        # are settled from then on.
-        assert wait_for(lambda: "anon_inode:[timerfd]" in fd_targets(self.p.pid)), fd_targets(self.p.pid)
+        # prebind watches COMMAND's pidfd once COMMAND runs (its gate and
+        # exec pipes closed): its fds are settled from then on.
+        assert wait_for(lambda: pidfd_watched(self.p.pid)), fd_targets(self.p.pid)
         self.fds_before = fd_count(self.p.pid)
 
     def stderr(self):
