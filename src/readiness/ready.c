@@ -241,7 +241,7 @@ void ready_check_met(struct ready_check *c, const char *what) {
                 return;
         c->met = true;
         log_debug("ready: %s", what);
-        /* A check that holds stops probing; the others wait on. */
+        /* A check that holds stops its attempts; the others wait on. */
         c->kind->stop(c);
         c->waiting = false;
         if (!r->waiting || !decided(r))

@@ -31,8 +31,8 @@ struct ready_check_env {
 
 struct ready_check_kind {
         const char *name; /* "notify", "claims", "tcp", "log", "exec", "http" */
-        /* A new COMMAND (c->child) runs: the check is pending, probing
-         * starts. Logs its error; returns 0 or -errno. */
+        /* A new COMMAND (c->child) runs: the check is pending, its
+         * attempts start. Logs its error; returns 0 or -errno. */
         int (*start)(struct ready_check *c);
         /* Stop checking (met elsewhere, timed out, or COMMAND exited). */
         void (*stop)(struct ready_check *c);
