@@ -27,8 +27,7 @@ struct connect_backoff {
         uint64_t delay_usec;
 };
 
-/* 127.0.0.1:port or [::1]:port. */
-static socklen_t loopback(int family, uint16_t port, union sockaddr_any *ret) {
+socklen_t connect_loopback(int family, uint16_t port, union sockaddr_any *ret) {
         if (family == AF_INET) {
                 ret->in = (struct sockaddr_in) { .sin_family = AF_INET,
                                                  .sin_port = htons(port),
@@ -101,7 +100,7 @@ static void attempt(struct connect_backoff *c) {
         for (; c->family_index < 2; c->family_index++) {
                 int family = families[c->family_index], r;
                 union sockaddr_any addr;
-                socklen_t len = loopback(family, c->port, &addr);
+                socklen_t len = connect_loopback(family, c->port, &addr);
 
                 r = c->make_socket(c->userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &c->fd);
                 if (r < 0) {

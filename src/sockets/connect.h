@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 
+#include "address.h"
 #include "loop.h"
 
 /* Connect with back-off: does a server accept on loopback PORT yet?
@@ -19,6 +20,10 @@ typedef int (*connect_socket_fn)(void *userdata, int family, int type, int *ret_
 typedef void (*connect_done_fn)(void *userdata, int result);
 
 struct connect_backoff;
+
+/* 127.0.0.1:port (AF_INET) or [::1]:port (AF_INET6) into ret; returns its
+ * length. */
+socklen_t connect_loopback(int family, uint16_t port, union sockaddr_any *ret);
 
 /* The first attempt is made from the loop, never from this call. Returns
  * 0 or -ENOMEM. */

@@ -159,11 +159,26 @@ START_TEST(test_free_before_the_first_attempt) {
 }
 END_TEST
 
+START_TEST(test_loopback_addresses) {
+        union sockaddr_any a;
+
+        ck_assert_uint_eq(connect_loopback(AF_INET, 8080, &a), sizeof a.in);
+        ck_assert_int_eq(a.in.sin_family, AF_INET);
+        ck_assert_uint_eq(ntohs(a.in.sin_port), 8080);
+        ck_assert_uint_eq(ntohl(a.in.sin_addr.s_addr), INADDR_LOOPBACK);
+        ck_assert_uint_eq(connect_loopback(AF_INET6, 53, &a), sizeof a.in6);
+        ck_assert_int_eq(a.in6.sin6_family, AF_INET6);
+        ck_assert_uint_eq(ntohs(a.in6.sin6_port), 53);
+        ck_assert(IN6_IS_ADDR_LOOPBACK(&a.in6.sin6_addr));
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("connect");
         TCase *tc = tcase_create("back-off");
 
         tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, test_loopback_addresses);
         tcase_add_test(tc, test_waits_for_listen_then_reports_the_family);
         tcase_add_test(tc, test_finds_a_server_on_ipv6_loopback_only);
         tcase_add_test(tc, test_factory_error_is_reported);
