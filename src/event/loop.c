@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/timerfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -213,62 +211,4 @@ int loop_dispatch_once(struct loop *l, int timeout_ms) {
         if ((t = run_timers(l)) < 0)
                 return t;
         return dispatched + t;
-}
-
-int timer_new(int *ret_fd) {
-        int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-
-        if (fd < 0)
-                return -errno;
-        *ret_fd = fd;
-        return 0;
-}
-
-int timer_start(int *fd, uint64_t usec) {
-        struct itimerspec when = { .it_value = {
-                                           .tv_sec = (time_t) (usec / USEC_PER_SEC),
-                                           .tv_nsec = (long) (usec % USEC_PER_SEC) * 1000,
-                                   } };
-
-        /* A zero it_value would disarm the timer: fire at once instead. */
-        if (usec == 0)
-                when.it_value.tv_nsec = 1;
-        if (*fd < 0) {
-                int r = timer_new(fd);
-
-                if (r < 0)
-                        return r;
-        }
-        if (timerfd_settime(*fd, 0, &when, NULL) < 0)
-                return -errno;
-        return 0;
-}
-
-void timer_stop(int *fd) {
-        if (*fd >= 0)
-                close(*fd);
-        *fd = -1;
-}
-
-int loop_timer_arm(struct loop *l, int *fd, uint64_t usec, loop_handler handler, void *userdata) {
-        bool fresh = *fd < 0;
-        int r = timer_start(fd, usec);
-
-        if (r == 0 && fresh)
-                r = loop_add(l, *fd, EPOLLIN, handler, userdata);
-        if (r < 0)
-                timer_stop(fd);
-        return r;
-}
-
-void loop_timer_disarm(struct loop *l, int *fd) {
-        if (*fd >= 0)
-                loop_remove(l, *fd);
-        timer_stop(fd);
-}
-
-bool timer_expired(int fd) {
-        uint64_t ticks = 0;
-
-        return read(fd, &ticks, sizeof ticks) == (ssize_t) sizeof ticks && ticks > 0;
 }

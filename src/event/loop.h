@@ -80,22 +80,3 @@ void loop_remove(struct loop *l, int fd);
  * number of sources and timers dispatched, or -errno (a handler's, or
  * epoll's). EINTR is not an error: 0 sources. */
 int loop_dispatch_once(struct loop *l, int timeout_ms);
-
-/* A one-shot CLOCK_MONOTONIC timer fd (TFD_CLOEXEC|TFD_NONBLOCK): *fd is
- * created if < 0, and (re)armed to fire after usec. timer_stop() closes
- * it and sets *fd to -1. Both are for the loop's owners. timer_new()
- * only creates one, not armed, for an owner that needs its timer to
- * exist before it may be short of fds; returns 0 or -errno. */
-int timer_new(int *ret_fd);
-int timer_start(int *fd, uint64_t usec);
-void timer_stop(int *fd);
-/* timer_start() and, for a new timer, loop_add() it with handler: the one
- * way to arm a timer that the loop watches. On failure the timer is
- * stopped (*fd -1) and -errno returned. loop_timer_disarm() removes it
- * from the loop and stops it (a timer not armed is fine). */
-int loop_timer_arm(struct loop *l, int *fd, uint64_t usec, loop_handler handler, void *userdata);
-void loop_timer_disarm(struct loop *l, int *fd);
-/* Read a timer's expiry count so that it stops being readable: true if
- * it expired, false on a spurious wake-up (a timer handler then returns
- * without acting). */
-bool timer_expired(int fd);

@@ -28,7 +28,7 @@ _Static_assert(INTERCEPT_TARGETS_MAX == INTERCEPT_PORTS_MAX, "one limit for both
 /* A connection that has sent no request after two ticks of this timer
  * (1 to 2 s) is closed: the interposer sends its request right after
  * connect(), and a connection kept open for ever would let another user
- * claim from it later, once its process is gone (issue 19). */
+ * claim from it later, once its process is gone. */
 #define PENDING_TICK_USEC USEC_PER_SEC
 #define PENDING_TICKS_MAX 2
 
@@ -150,7 +150,7 @@ void broker_set_command(struct broker *b, pid_t pid) {
 void broker_forget_command(struct broker *b) {
         /* Once reaped, COMMAND's number is the next process's: with
          * --restart the broker would go on honouring claims from
-         * whatever lands on it, as if it were COMMAND (issue 19). */
+         * whatever lands on it, as if it were COMMAND. */
         b->command = 0;
 }
 
@@ -213,8 +213,8 @@ static const struct intercept_target *find_target(const struct broker *b, uint32
         return NULL;
 }
 
-/* Anyone may connect to the broker and ask, as often as they like
- * (issue 19): what they make prebind say is rate-limited. */
+/* Anyone may connect to the broker and ask, as often as they like: what
+ * they make prebind say is rate-limited. */
 static struct log_ratelimit unknown_claims = LOG_RATELIMIT_INIT("claims of ports not intercepted");
 static struct log_ratelimit reports = LOG_RATELIMIT_INIT("bind reports");
 
@@ -327,7 +327,7 @@ static int on_tick(struct loop *l, struct loop_timer *t, void *userdata) {
 }
 
 /* Anyone may connect: at most LOOP_WAKE_BUDGET_USEC of connections per
- * wake-up (issue 19); the backlog waits for the next turn. */
+ * wake-up; the backlog waits for the next turn. */
 static bool take_connection(int conn, const union sockaddr_any *addr, socklen_t addr_len, void *userdata) {
         struct broker *b = userdata;
         struct pending *p;

@@ -95,7 +95,7 @@ struct forwarder {
 
 static int update_listening(struct forwarder *f);
 
-/* Any client can make these happen, as often as it likes (issue 19). */
+/* Any client can make these happen, as often as it likes. */
 static struct log_ratelimit resets = LOG_RATELIMIT_INIT("forwarding resets");
 
 static void conn_close_fds(struct conn *c) {

@@ -10,7 +10,7 @@
 #include "publish.h"
 #include "socket.h"
 
-/* --share=NAME: one server for every caller with the same NAME (issue 23).
+/* --share=NAME: one server for every caller with the same NAME.
  *
  * The name is a SOCK_SEQPACKET unix socket NAME.sock in a directory only
  * its user can enter (PARENT/prebind, 0700, kept once made, in a PARENT

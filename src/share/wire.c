@@ -101,7 +101,7 @@ void share_wire_to_sockets(const struct share_wire_socket *wire, size_t n, struc
 }
 
 /* The peer must be this user: the directory keeps others out, and this
- * says so again for every connection (issue 23: no other user attaches). */
+ * says so again for every connection (no other user attaches). */
 int share_check_peer(int fd) {
         struct ucred cred;
         socklen_t len = sizeof cred;

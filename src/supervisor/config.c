@@ -166,12 +166,13 @@ static int add_check(struct config *c, const struct option_def *def, const char 
         return usage_error(option, arg ?: "", why);
 }
 
-static int parse_one(struct config *c, int opt, char *arg, const char *current, bool *print_format_set) {
+/* What parse_*_option() return for an option that is not theirs. */
+#define NOT_MINE 1
+
+/* The sockets, how they are published and accepted on. */
+static int parse_socket_option(struct config *c, int opt, char *arg, bool *print_format_set) {
         unsigned long n;
 
-        for (size_t i = 0; i < n_option_defs; i++)
-                if (option_defs[i].key == opt && option_defs[i].check)
-                        return add_check(c, &option_defs[i], arg);
         switch (opt) {
         case 'l':
                 return add_listen(c, arg);
@@ -219,6 +220,56 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 return 0;
         case ARG_FORMAT:
                 return parse_format("--format", arg, &c->publish.format);
+        case ARG_ACCEPT:
+                c->accept = true;
+                return 0;
+        case ARG_MAX_CONNECTIONS:
+                if (parse_uint(arg, 1, 1000000, &n) < 0)
+                        return usage_error("--max-connections", arg, "expected a number from 1");
+                c->max_connections = (unsigned) n;
+                return 0;
+        case ARG_INETD:
+                c->inetd = true;
+                return 0;
+        default:
+                return NOT_MINE;
+        }
+}
+
+/* --share and its queries. */
+static int parse_share_option(struct config *c, int opt, char *arg) {
+        switch (opt) {
+        case ARG_SHARE:
+                if (!share_name_is_valid(arg))
+                        return usage_error("--share", arg,
+                                           "expected a name of 1-64 letters, digits, '.', '_' or "
+                                           "'-', not starting with '.'");
+                c->share.name = arg;
+                return 0;
+        case ARG_SHARE_LINGER:
+                if (strcmp(arg, "infinity") == 0)
+                        c->share.linger_usec = UINT64_MAX;
+                else if (parse_duration(arg, &c->share.linger_usec) < 0)
+                        return usage_error("--share-linger", arg, "expected a duration such as 1s, or infinity");
+                c->share_linger_set = true;
+                return 0;
+        case ARG_STATUS:
+                c->share.action = SHARE_ACTION_STATUS;
+                return 0;
+        case ARG_STOP:
+                c->share.action = SHARE_ACTION_STOP;
+                return 0;
+        default:
+                return NOT_MINE;
+        }
+}
+
+/* How COMMAND runs: its environment, readiness, interception, its
+ * process group and its end. */
+static int parse_command_option(struct config *c, int opt, char *arg) {
+        unsigned long n;
+
+        switch (opt) {
         case 'E':
                 return add_setenv(c, arg);
         case ARG_SUBST:
@@ -250,6 +301,38 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 else
                         return usage_error("--intercept-via", arg, "expected auto, seccomp, preload or forward");
                 return 0;
+        case ARG_NETNS:
+                c->netns = true;
+                return 0;
+        case ARG_GROUP:
+                c->group = true;
+                return 0;
+        case ARG_KILL_AFTER:
+                if (parse_duration(arg, &c->kill_after_usec) < 0 || c->kill_after_usec == 0)
+                        return usage_error("--kill-after", arg, "expected a duration such as 10s, 1.5m or 500ms");
+                return 0;
+        case ARG_DIE_WITH_PARENT:
+                c->die_with_parent = true;
+                return 0;
+        case ARG_NO_DIE_WITH_SUPERVISOR:
+                c->no_die_with_supervisor = true;
+                return 0;
+        case ARG_SUBREAPER:
+                c->subreaper = true;
+                return 0;
+        case ARG_SUCCESS_STATUS:
+                if (parse_uint(arg, 0, 255, &n) < 0)
+                        return usage_error("--success-status", arg, "expected an exit status from 0 to 255");
+                c->success_status[n] = true;
+                return 0;
+        default:
+                return NOT_MINE;
+        }
+}
+
+/* Restarts, reloads and what is watched for them. */
+static int parse_restart_option(struct config *c, int opt, char *arg) {
+        switch (opt) {
         case ARG_RESTART:
                 if (strcmp(arg, "no") == 0)
                         c->restart = RESTART_NO;
@@ -292,61 +375,22 @@ static int parse_one(struct config *c, int opt, char *arg, const char *current, 
                 if (strlen(arg) > WATCH_GLOB_MAX)
                         return usage_error("--watch-ignore", arg, "longer than 255 characters");
                 return add_watch_arg("--watch-ignore", &c->watch_ignore, &c->n_watch_ignore, arg);
-        case ARG_ACCEPT:
-                c->accept = true;
-                return 0;
-        case ARG_MAX_CONNECTIONS:
-                if (parse_uint(arg, 1, 1000000, &n) < 0)
-                        return usage_error("--max-connections", arg, "expected a number from 1");
-                c->max_connections = (unsigned) n;
-                return 0;
-        case ARG_INETD:
-                c->inetd = true;
-                return 0;
-        case ARG_GROUP:
-                c->group = true;
-                return 0;
-        case ARG_KILL_AFTER:
-                if (parse_duration(arg, &c->kill_after_usec) < 0 || c->kill_after_usec == 0)
-                        return usage_error("--kill-after", arg, "expected a duration such as 10s, 1.5m or 500ms");
-                return 0;
-        case ARG_DIE_WITH_PARENT:
-                c->die_with_parent = true;
-                return 0;
-        case ARG_NO_DIE_WITH_SUPERVISOR:
-                c->no_die_with_supervisor = true;
-                return 0;
-        case ARG_SUBREAPER:
-                c->subreaper = true;
-                return 0;
-        case ARG_SUCCESS_STATUS:
-                if (parse_uint(arg, 0, 255, &n) < 0)
-                        return usage_error("--success-status", arg, "expected an exit status from 0 to 255");
-                c->success_status[n] = true;
-                return 0;
-        case ARG_NETNS:
-                c->netns = true;
-                return 0;
-        case ARG_SHARE:
-                if (!share_name_is_valid(arg))
-                        return usage_error("--share", arg,
-                                           "expected a name of 1-64 letters, digits, '.', '_' or "
-                                           "'-', not starting with '.'");
-                c->share.name = arg;
-                return 0;
-        case ARG_SHARE_LINGER:
-                if (strcmp(arg, "infinity") == 0)
-                        c->share.linger_usec = UINT64_MAX;
-                else if (parse_duration(arg, &c->share.linger_usec) < 0)
-                        return usage_error("--share-linger", arg, "expected a duration such as 1s, or infinity");
-                c->share_linger_set = true;
-                return 0;
-        case ARG_STATUS:
-                c->share.action = SHARE_ACTION_STATUS;
-                return 0;
-        case ARG_STOP:
-                c->share.action = SHARE_ACTION_STOP;
-                return 0;
+        default:
+                return NOT_MINE;
+        }
+}
+
+static int parse_one(struct config *c, int opt, char *arg, const char *current, bool *print_format_set) {
+        int r;
+
+        for (size_t i = 0; i < n_option_defs; i++)
+                if (option_defs[i].key == opt && option_defs[i].check)
+                        return add_check(c, &option_defs[i], arg);
+        if ((r = parse_socket_option(c, opt, arg, print_format_set)) != NOT_MINE ||
+            (r = parse_share_option(c, opt, arg)) != NOT_MINE || (r = parse_command_option(c, opt, arg)) != NOT_MINE ||
+            (r = parse_restart_option(c, opt, arg)) != NOT_MINE)
+                return r;
+        switch (opt) {
         case 'q':
                 log_set_level(LOG_LEVEL_ERROR);
                 return 0;

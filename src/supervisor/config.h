@@ -28,7 +28,7 @@ enum restart_mode {
         RESTART_ALWAYS,
 };
 
-/* What a reload request (SIGHUP, --watch) does (issue 24). */
+/* What a reload request (SIGHUP, --watch) does. */
 enum reload_mode {
         RELOAD_RESTART, /* stop COMMAND, then start it again (the default) */
         RELOAD_OVERLAP, /* start the new one beside it; stop the old one once the new one is ready */

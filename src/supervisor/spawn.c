@@ -266,6 +266,54 @@ static int spawn_direct(const struct spawn_plan *plan, struct spawned *ret) {
         return 0;
 }
 
+/* The child of spawn_child(), held at its gate: the namespace, the
+ * sockets laid out, the verdict of its trial exec, then the exec once
+ * the parent has published. */
+_Noreturn static void gated_child(const struct spawn_plan *plan, pid_t parent, int gate[2], int error[2]) {
+        int intercept_fd = intercept_child_fd(plan->intercept);
+        int *keep[] = { &gate[0], &error[1], &intercept_fd };
+        char go;
+        int err;
+
+        close(gate[1]);
+        close(error[0]);
+        if (plan->new_process_group)
+                setpgid(0, 0);
+        /* First, while the namespace fds are where they were
+         * opened: laying out the sockets may cover them. */
+        if (plan->join_netns && (err = -netns_job_enter(plan->net_fd, plan->user_fd)) > 0) {
+                fprintf(stderr, "prebind: cannot enter the network namespace (--netns): %s\n", strerror(err));
+                _exit(EXIT_PREBIND_FAILED);
+        }
+        /* After joining the namespace: a change of credentials
+         * would clear it. prebind gone already: the gate tells. */
+        (void) die_with_parent(plan->death_signal, parent);
+        /* Before the sockets are laid out: the pipes may sit where
+         * a socket goes (their copies here are close-on-exec). */
+        if ((plan->stdout_fd > 0 && dup2(plan->stdout_fd, STDOUT_FILENO) < 0) ||
+            (plan->stderr_fd > 0 && dup2(plan->stderr_fd, STDERR_FILENO) < 0))
+                _exit(EXIT_PREBIND_FAILED);
+        if (prepare_child(plan, keep, intercept_fd >= 0 ? 3 : 2) < 0) {
+                fprintf(stderr, "prebind: cannot pass the sockets: %s\n", strerror(errno));
+                _exit(EXIT_PREBIND_FAILED);
+        }
+        /* Nothing is published for a COMMAND that cannot run: the
+         * verdict comes first (0: it can), then the gate. */
+        err = plan->trial ? trial_exec(plan->command, plan->env->envp) : 0;
+        if (err == 0 && intercept_child(plan->intercept, intercept_fd) < 0)
+                _exit(EXIT_PREBIND_FAILED);
+        if (write(error[1], &err, sizeof err) != sizeof err || err != 0)
+                _exit(exec_error_to_status(err));
+        /* Wait for the parent to publish; EOF without the byte means
+         * it gave up (publishing failed, or it died). */
+        if (read(gate[0], &go, 1) != 1)
+                _exit(EXIT_PREBIND_FAILED);
+        execvp(plan->command[0], plan->command);
+        err = errno;
+        (void) !write(error[1], &err, sizeof err);
+        _exit(exec_error_to_status(err));
+}
+
 int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
         int gate[2], error[2];
         pid_t parent = getpid(), pid;
@@ -291,50 +339,8 @@ int spawn_child(const struct spawn_plan *plan, struct spawned *ret) {
                 close(error[1]);
                 return r;
         }
-        if (pid == 0) {
-                int intercept_fd = intercept_child_fd(plan->intercept);
-                int *keep[] = { &gate[0], &error[1], &intercept_fd };
-                char go;
-                int err;
-
-                close(gate[1]);
-                close(error[0]);
-                if (plan->new_process_group)
-                        setpgid(0, 0);
-                /* First, while the namespace fds are where they were
-                 * opened: laying out the sockets may cover them. */
-                if (plan->join_netns && (err = -netns_job_enter(plan->net_fd, plan->user_fd)) > 0) {
-                        fprintf(stderr, "prebind: cannot enter the network namespace (--netns): %s\n", strerror(err));
-                        _exit(EXIT_PREBIND_FAILED);
-                }
-                /* After joining the namespace: a change of credentials
-                 * would clear it. prebind gone already: the gate tells. */
-                (void) die_with_parent(plan->death_signal, parent);
-                /* Before the sockets are laid out: the pipes may sit where
-                 * a socket goes (their copies here are close-on-exec). */
-                if ((plan->stdout_fd > 0 && dup2(plan->stdout_fd, STDOUT_FILENO) < 0) ||
-                    (plan->stderr_fd > 0 && dup2(plan->stderr_fd, STDERR_FILENO) < 0))
-                        _exit(EXIT_PREBIND_FAILED);
-                if (prepare_child(plan, keep, intercept_fd >= 0 ? 3 : 2) < 0) {
-                        fprintf(stderr, "prebind: cannot pass the sockets: %s\n", strerror(errno));
-                        _exit(EXIT_PREBIND_FAILED);
-                }
-                /* Nothing is published for a COMMAND that cannot run: the
-                 * verdict comes first (0: it can), then the gate. */
-                err = plan->trial ? trial_exec(plan->command, plan->env->envp) : 0;
-                if (err == 0 && intercept_child(plan->intercept, intercept_fd) < 0)
-                        _exit(EXIT_PREBIND_FAILED);
-                if (write(error[1], &err, sizeof err) != sizeof err || err != 0)
-                        _exit(exec_error_to_status(err));
-                /* Wait for the parent to publish; EOF without the byte means
-                 * it gave up (publishing failed, or it died). */
-                if (read(gate[0], &go, 1) != 1)
-                        _exit(EXIT_PREBIND_FAILED);
-                execvp(plan->command[0], plan->command);
-                err = errno;
-                (void) !write(error[1], &err, sizeof err);
-                _exit(exec_error_to_status(err));
-        }
+        if (pid == 0)
+                gated_child(plan, parent, gate, error);
 
         /* Both sides set the group, so that neither the parent's first
          * signal nor the child's exec can come before it. */

@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* The supervisor's event loop (loop.c) on real fds: pipes and eventfds as
  * sources, handlers that add and remove sources while a batch is being
- * dispatched, errors that end dispatch, and the one-shot timers. Every
+ * dispatched, errors that end dispatch, and the deadlines the loop keeps. Every
  * wait is bounded (a few hundred milliseconds at most). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,7 +68,7 @@ START_TEST(test_pipe_readable_dispatches_its_handler) {
         int p[2];
 
         ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
-        ck_assert_int_eq(loop_add(l, p[0], EPOLLIN, record, &seen), 0);
+        ck_assert_int_eq(loop_add(l, p[0], LOOP_IN, record, &seen), 0);
         /* Nothing ready: a bounded wait dispatches nothing. */
         ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
         ck_assert_int_eq(seen.calls, 0);
@@ -78,14 +76,14 @@ START_TEST(test_pipe_readable_dispatches_its_handler) {
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
         ck_assert_int_eq(seen.calls, 1);
         ck_assert_int_eq(seen.fd, p[0]);
-        ck_assert(seen.revents & EPOLLIN);
+        ck_assert(seen.revents & LOOP_IN);
         /* Level-triggered: still readable, called again. */
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
         ck_assert_int_eq(seen.calls, 2);
-        /* The writer goes: EPOLLHUP reaches the handler. */
+        /* The writer goes: LOOP_HUP reaches the handler. */
         close(p[1]);
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
-        ck_assert(seen.revents & EPOLLHUP);
+        ck_assert(seen.revents & LOOP_HUP);
         loop_free(l);
         close(p[0]);
 }
@@ -96,18 +94,18 @@ START_TEST(test_add_rejects_bad_fd_duplicate_and_no_handler) {
         struct seen seen = { 0 };
         int e = new_eventfd(), dir;
 
-        ck_assert_int_eq(loop_add(l, -1, EPOLLIN, record, &seen), -EINVAL);
-        ck_assert_int_eq(loop_add(l, e, EPOLLIN, NULL, &seen), -EINVAL);
-        ck_assert_int_eq(loop_add(l, e, EPOLLIN, record, &seen), 0);
-        ck_assert_int_eq(loop_add(l, e, EPOLLIN, record, &seen), -EEXIST);
+        ck_assert_int_eq(loop_add(l, -1, LOOP_IN, record, &seen), -EINVAL);
+        ck_assert_int_eq(loop_add(l, e, LOOP_IN, NULL, &seen), -EINVAL);
+        ck_assert_int_eq(loop_add(l, e, LOOP_IN, record, &seen), 0);
+        ck_assert_int_eq(loop_add(l, e, LOOP_IN, record, &seen), -EEXIST);
         /* A closed fd: epoll's own error, and no source left behind. */
-        ck_assert_int_eq(loop_add(l, 900, EPOLLIN, record, &seen), -EBADF);
-        ck_assert_int_eq(loop_modify(l, 900, EPOLLIN), -ENOENT);
+        ck_assert_int_eq(loop_add(l, 900, LOOP_IN, record, &seen), -EBADF);
+        ck_assert_int_eq(loop_modify(l, 900, LOOP_IN), -ENOENT);
         /* A regular directory cannot be polled: -EPERM, the fd stays free. */
         dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         ck_assert_int_ge(dir, 0);
-        ck_assert_int_eq(loop_add(l, dir, EPOLLIN, record, &seen), -EPERM);
-        ck_assert_int_eq(loop_modify(l, dir, EPOLLIN), -ENOENT);
+        ck_assert_int_eq(loop_add(l, dir, LOOP_IN, record, &seen), -EPERM);
+        ck_assert_int_eq(loop_modify(l, dir, LOOP_IN), -ENOENT);
         close(dir);
         loop_free(l);
         close(e);
@@ -123,14 +121,14 @@ START_TEST(test_modify_changes_the_events) {
         /* The write end is writable at once. */
         ck_assert_int_eq(loop_add(l, p[1], 0, record, &seen), 0);
         ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
-        ck_assert_int_eq(loop_modify(l, p[1], EPOLLOUT), 0);
+        ck_assert_int_eq(loop_modify(l, p[1], LOOP_OUT), 0);
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
-        ck_assert(seen.revents & EPOLLOUT);
+        ck_assert(seen.revents & LOOP_OUT);
         ck_assert_int_eq(loop_modify(l, p[1], 0), 0);
         ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
         ck_assert_int_eq(seen.calls, 1);
-        ck_assert_int_eq(loop_modify(l, p[0], EPOLLIN), -ENOENT);
-        ck_assert_int_eq(loop_modify(l, -1, EPOLLIN), -ENOENT);
+        ck_assert_int_eq(loop_modify(l, p[0], LOOP_IN), -ENOENT);
+        ck_assert_int_eq(loop_modify(l, -1, LOOP_IN), -ENOENT);
         loop_free(l);
         close(p[0]);
         close(p[1]);
@@ -142,7 +140,7 @@ START_TEST(test_remove_stops_dispatch_and_frees_the_fd) {
         struct seen a = { 0 }, b = { 0 };
         int e = new_eventfd();
 
-        ck_assert_int_eq(loop_add(l, e, EPOLLIN, record, &a), 0);
+        ck_assert_int_eq(loop_add(l, e, LOOP_IN, record, &a), 0);
         signal_eventfd(e);
         loop_remove(l, e);
         ck_assert_int_eq(loop_dispatch_once(l, 20), 0);
@@ -152,7 +150,7 @@ START_TEST(test_remove_stops_dispatch_and_frees_the_fd) {
         loop_remove(l, -1);
         loop_remove(l, 100000);
         /* The fd may be added again, with another handler. */
-        ck_assert_int_eq(loop_add(l, e, EPOLLIN, drain_and_record, &b), 0);
+        ck_assert_int_eq(loop_add(l, e, LOOP_IN, drain_and_record, &b), 0);
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
         ck_assert_int_eq(a.calls, 0);
         ck_assert_int_eq(b.calls, 1);
@@ -170,7 +168,7 @@ START_TEST(test_many_sources_each_once) {
          * first allocation. */
         for (int i = 0; i < 40; i++) {
                 fds[i] = new_eventfd();
-                ck_assert_int_eq(loop_add(l, fds[i], EPOLLIN, drain_and_record, &seen[i]), 0);
+                ck_assert_int_eq(loop_add(l, fds[i], LOOP_IN, drain_and_record, &seen[i]), 0);
                 signal_eventfd(fds[i]);
         }
         for (int turn = 0; turn < 5 && total < 40; turn++) {
@@ -211,8 +209,8 @@ START_TEST(test_removed_source_with_pending_event_is_not_called) {
         int a = new_eventfd(), b = new_eventfd();
         struct remover ra = { .victim = b }, rb = { .victim = a };
 
-        ck_assert_int_eq(loop_add(l, a, EPOLLIN, remove_other, &ra), 0);
-        ck_assert_int_eq(loop_add(l, b, EPOLLIN, remove_other, &rb), 0);
+        ck_assert_int_eq(loop_add(l, a, LOOP_IN, remove_other, &ra), 0);
+        ck_assert_int_eq(loop_add(l, b, LOOP_IN, remove_other, &rb), 0);
         signal_eventfd(a);
         signal_eventfd(b);
         /* Both are ready in the same batch; the first handler removes the
@@ -237,7 +235,7 @@ START_TEST(test_handler_removes_itself) {
         struct loop *l = new_loop();
         int e = new_eventfd(), calls = 0;
 
-        ck_assert_int_eq(loop_add(l, e, EPOLLIN, remove_self, &calls), 0);
+        ck_assert_int_eq(loop_add(l, e, LOOP_IN, remove_self, &calls), 0);
         signal_eventfd(e);
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
         /* Still readable, but no longer watched. */
@@ -258,7 +256,7 @@ static int add_another(struct loop *l, int fd, uint32_t revents, void *userdata)
         uint64_t v;
 
         (void) !read(fd, &v, sizeof v);
-        return loop_add(l, a->fd, EPOLLIN, drain_and_record, a->seen);
+        return loop_add(l, a->fd, LOOP_IN, drain_and_record, a->seen);
 }
 
 START_TEST(test_handler_adds_a_source) {
@@ -267,7 +265,7 @@ START_TEST(test_handler_adds_a_source) {
         int e = new_eventfd(), f = new_eventfd();
         struct adder a = { f, &seen };
 
-        ck_assert_int_eq(loop_add(l, e, EPOLLIN, add_another, &a), 0);
+        ck_assert_int_eq(loop_add(l, e, LOOP_IN, add_another, &a), 0);
         signal_eventfd(e);
         signal_eventfd(f);
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
@@ -292,8 +290,8 @@ START_TEST(test_handler_error_ends_dispatch) {
         struct loop *l = new_loop();
         int a = new_eventfd(), b = new_eventfd(), calls_a = 0, calls_b = 0;
 
-        ck_assert_int_eq(loop_add(l, a, EPOLLIN, fail_with_eio, &calls_a), 0);
-        ck_assert_int_eq(loop_add(l, b, EPOLLIN, fail_with_eio, &calls_b), 0);
+        ck_assert_int_eq(loop_add(l, a, LOOP_IN, fail_with_eio, &calls_a), 0);
+        ck_assert_int_eq(loop_add(l, b, LOOP_IN, fail_with_eio, &calls_b), 0);
         signal_eventfd(a);
         signal_eventfd(b);
         /* Both ready; the first error ends the batch: one handler ran. */
@@ -310,17 +308,8 @@ START_TEST(test_free_null) {
 }
 END_TEST
 
-/* ---- timers -------------------------------------------------------------- */
-
-static int timer_fired(struct loop *l, int fd, uint32_t revents, void *userdata) {
-        struct seen *s = userdata;
-
-        ck_assert(timer_expired(fd));
-        return record(l, fd, revents, s);
-}
-
-/* The fd-reuse turn of issue 20: one epoll_wait() returns events for A and
- * B; A's handler closes B and a new source (a timerfd, not armed) gets B's
+/* The fd-reuse turn: one epoll_wait() returns events for A and B; A's
+ * handler closes B and a new source (an eventfd never signalled) gets B's
  * number. B's event must not reach the new source's handler. */
 struct reuse {
         struct loop *loop;
@@ -340,13 +329,13 @@ static int replace_the_other(struct loop *l, int fd, uint32_t revents, void *use
                 return 0;
         loop_remove(l, other);
         ck_assert_int_eq(close(other), 0);
-        t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        t = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* never readable: not signalled */
         ck_assert_int_ge(t, 0);
         if (t != other) { /* the lowest free number is often other's */
                 ck_assert_int_eq(dup3(t, other, O_CLOEXEC), other);
                 ck_assert_int_eq(close(t), 0);
         }
-        ck_assert_int_eq(loop_add(l, other, EPOLLIN, record, u->seen_new), 0);
+        ck_assert_int_eq(loop_add(l, other, LOOP_IN, record, u->seen_new), 0);
         u->replaced = other;
         return 0;
 }
@@ -357,7 +346,7 @@ START_TEST(test_reused_fd_does_not_get_the_stale_event) {
         struct reuse u = { .loop = l, .fds = { new_eventfd(), new_eventfd() }, .seen_new = &seen_new, .replaced = -1 };
 
         for (int i = 0; i < 2; i++) {
-                ck_assert_int_eq(loop_add(l, u.fds[i], EPOLLIN, replace_the_other, &u), 0);
+                ck_assert_int_eq(loop_add(l, u.fds[i], LOOP_IN, replace_the_other, &u), 0);
                 signal_eventfd(u.fds[i]);
         }
         /* Both events come in one batch; the first handler replaces the
@@ -366,11 +355,7 @@ START_TEST(test_reused_fd_does_not_get_the_stale_event) {
         ck_assert_int_ge(u.replaced, 0);
         ck_assert_int_eq(seen_new.calls, 0);
         /* The new source works: a later event of its own is delivered. */
-        {
-                struct itimerspec soon = { .it_value = { .tv_nsec = 1000 } };
-
-                ck_assert_int_eq(timerfd_settime(u.replaced, 0, &soon, NULL), 0);
-        }
+        signal_eventfd(u.replaced);
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
         ck_assert_int_eq(seen_new.calls, 1);
         ck_assert_int_eq(seen_new.fd, u.replaced);
@@ -386,129 +371,13 @@ START_TEST(test_modify_keeps_the_source) {
         struct seen seen = { 0 };
         int e = new_eventfd();
 
-        ck_assert_int_eq(loop_add(l, e, EPOLLOUT, drain_and_record, &seen), 0);
-        ck_assert_int_eq(loop_modify(l, e, EPOLLIN), 0);
+        ck_assert_int_eq(loop_add(l, e, LOOP_OUT, drain_and_record, &seen), 0);
+        ck_assert_int_eq(loop_modify(l, e, LOOP_IN), 0);
         signal_eventfd(e);
         ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
         ck_assert_int_eq(seen.calls, 1);
         loop_free(l);
         close(e);
-}
-END_TEST
-
-/* The armed timer t fires within a second, once; then t and l go. */
-static void fires_once_then_free(struct loop *l, int *t, struct seen *seen) {
-        ck_assert_int_eq(loop_dispatch_once(l, 1000), 1);
-        ck_assert_int_eq(seen->calls, 1);
-        loop_remove(l, *t);
-        timer_stop(t);
-        loop_free(l);
-}
-
-START_TEST(test_timer_fires_once_after_its_delay) {
-        struct loop *l = new_loop();
-        struct seen seen = { 0 };
-        int t = -1;
-        uint64_t start = now_usec(), elapsed;
-
-        ck_assert_int_eq(timer_start(&t, 30000), 0);
-        ck_assert_int_ge(t, 0);
-        ck_assert_int_eq(fcntl(t, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
-        ck_assert(fcntl(t, F_GETFL) & O_NONBLOCK);
-        ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
-        for (int i = 0; i < 20 && seen.calls == 0; i++)
-                ck_assert_int_ge(loop_dispatch_once(l, 100), 0);
-        elapsed = now_usec() - start;
-        ck_assert_int_eq(seen.calls, 1);
-        ck_assert_uint_ge(elapsed, 30000);
-        /* One-shot, and drained: nothing more. */
-        ck_assert_int_eq(loop_dispatch_once(l, 60), 0);
-        ck_assert_int_eq(seen.calls, 1);
-        loop_remove(l, t);
-        timer_stop(&t);
-        ck_assert_int_eq(t, -1);
-        timer_stop(&t);
-        loop_free(l);
-}
-END_TEST
-
-START_TEST(test_timer_zero_fires_at_once) {
-        struct loop *l = new_loop();
-        struct seen seen = { 0 };
-        int t = -1;
-
-        /* A zero it_value would disarm a timerfd: 0 must still fire. */
-        ck_assert_int_eq(timer_start(&t, 0), 0);
-        ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
-        fires_once_then_free(l, &t, &seen);
-}
-END_TEST
-
-START_TEST(test_timer_rearm_reuses_the_fd_and_postpones) {
-        struct loop *l = new_loop();
-        struct seen seen = { 0 };
-        int t = -1, first;
-
-        ck_assert_int_eq(timer_start(&t, 20000), 0);
-        first = t;
-        /* Re-armed before it fires: the same fd, the later deadline. */
-        ck_assert_int_eq(timer_start(&t, 10000000), 0);
-        ck_assert_int_eq(t, first);
-        ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
-        ck_assert_int_eq(loop_dispatch_once(l, 80), 0);
-        ck_assert_int_eq(seen.calls, 0);
-        /* And sooner again. */
-        ck_assert_int_eq(timer_start(&t, 1000), 0);
-        fires_once_then_free(l, &t, &seen);
-}
-END_TEST
-
-START_TEST(test_timer_expired_makes_it_unreadable) {
-        int t = -1;
-        uint64_t ticks;
-
-        /* Not fired yet: false, and it does not block. */
-        ck_assert_int_eq(timer_start(&t, 10000000), 0);
-        ck_assert(!timer_expired(t));
-        ck_assert_int_eq(timer_start(&t, 1000), 0);
-        usleep(5000);
-        ck_assert(timer_expired(t));
-        ck_assert_int_eq(read(t, &ticks, sizeof ticks), -1);
-        ck_assert_int_eq(errno, EAGAIN);
-        /* Read once: a second call is a spurious wake-up. */
-        ck_assert(!timer_expired(t));
-        timer_stop(&t);
-}
-END_TEST
-
-START_TEST(test_timer_new_is_not_armed_until_started) {
-        struct loop *l = new_loop();
-        struct seen seen = { 0 };
-        int t = -1, made;
-
-        ck_assert_int_eq(timer_new(&t), 0);
-        ck_assert_int_ge(t, 0);
-        ck_assert_int_eq(fcntl(t, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
-        ck_assert(fcntl(t, F_GETFL) & O_NONBLOCK);
-        ck_assert_int_eq(loop_add(l, t, EPOLLIN, timer_fired, &seen), 0);
-        ck_assert_int_eq(loop_dispatch_once(l, 50), 0);
-        /* Started later, it is the same fd that fires. */
-        made = t;
-        ck_assert_int_eq(timer_start(&t, 1000), 0);
-        ck_assert_int_eq(t, made);
-        fires_once_then_free(l, &t, &seen);
-}
-END_TEST
-
-START_TEST(test_timer_stop_closes) {
-        int t = -1, saved;
-
-        ck_assert_int_eq(timer_start(&t, 1000000), 0);
-        saved = t;
-        timer_stop(&t);
-        ck_assert_int_eq(t, -1);
-        ck_assert_int_eq(fcntl(saved, F_GETFD), -1);
-        ck_assert_int_eq(errno, EBADF);
 }
 END_TEST
 
@@ -663,7 +532,7 @@ END_TEST
 
 int main(void) {
         Suite *s = suite_create("loop");
-        TCase *sources = tcase_create("sources"), *changes = tcase_create("changes"), *timers = tcase_create("timers"),
+        TCase *sources = tcase_create("sources"), *changes = tcase_create("changes"),
               *deadlines = tcase_create("deadlines");
 
         tcase_add_test(sources, test_pipe_readable_dispatches_its_handler);
@@ -680,13 +549,6 @@ int main(void) {
         tcase_add_test(changes, test_reused_fd_does_not_get_the_stale_event);
         tcase_add_test(changes, test_modify_keeps_the_source);
         suite_add_tcase(s, changes);
-        tcase_add_test(timers, test_timer_fires_once_after_its_delay);
-        tcase_add_test(timers, test_timer_zero_fires_at_once);
-        tcase_add_test(timers, test_timer_rearm_reuses_the_fd_and_postpones);
-        tcase_add_test(timers, test_timer_expired_makes_it_unreadable);
-        tcase_add_test(timers, test_timer_new_is_not_armed_until_started);
-        tcase_add_test(timers, test_timer_stop_closes);
-        suite_add_tcase(s, timers);
         tcase_add_test(deadlines, test_deadline_fires_once_never_early);
         tcase_add_test(deadlines, test_deadline_zero_runs_at_the_next_turn);
         tcase_add_test(deadlines, test_deadline_restart_postpones_and_stop_cancels);

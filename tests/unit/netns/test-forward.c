@@ -8,7 +8,6 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -40,9 +39,9 @@ START_TEST(test_interest_every_state) {
                                         bool in = !fl[x].read_eof && !fl[x].pipe_full && fl[x].pending < cap;
                                         bool out = fl[1 - x].pending > 0;
 
-                                        ck_assert_int_eq(!!(ev & EPOLLIN), in);
-                                        ck_assert_int_eq(!!(ev & EPOLLOUT), out);
-                                        ck_assert_int_eq(ev & ~(uint32_t) (EPOLLIN | EPOLLOUT), 0);
+                                        ck_assert_int_eq(!!(ev & LOOP_IN), in);
+                                        ck_assert_int_eq(!!(ev & LOOP_OUT), out);
+                                        ck_assert_int_eq(ev & ~(uint32_t) (LOOP_IN | LOOP_OUT), 0);
                                 }
                         }
 }
@@ -50,16 +49,16 @@ END_TEST
 
 START_TEST(test_a_stalled_side_is_not_watched) {
         /* EOF read and nothing to write: watching would wake the loop for
-         * ever on a half-closed socket (EPOLLHUP). */
+         * ever on a half-closed socket (LOOP_HUP). */
         struct forward_flow fl[2] = {
                 { .pending = 0, .capacity = 65536, .read_eof = 1, .shut = 1 },
                 { .pending = 0, .capacity = 65536 },
         };
 
         ck_assert_uint_eq(forward_interest(fl, 0), 0);
-        ck_assert_uint_eq(forward_interest(fl, 1), EPOLLIN);
+        ck_assert_uint_eq(forward_interest(fl, 1), LOOP_IN);
         fl[1].pending = 10;
-        ck_assert_uint_eq(forward_interest(fl, 0), EPOLLOUT);
+        ck_assert_uint_eq(forward_interest(fl, 0), LOOP_OUT);
 }
 END_TEST
 
