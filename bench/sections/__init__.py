@@ -25,6 +25,7 @@ SECTIONS = [
     ("static", "12. The static binary: prebind-static next to tini-static"),
     ("share", "13. --share: attaching to a shared server"),
     ("runners", "14. Test runners: glue and start-up"),
+    ("previous", "15. Against an earlier prebind: launch, accept, reload"),
     ("profile", "Launch profile: where prebind's time goes"),
 ]
 # Sections that --smoke leaves out unless --only names them.
