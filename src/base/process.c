@@ -277,3 +277,5 @@ int command_resolve(const char *name, char *const *envp, char **ret) {
         }
         return err;
 }
+
+bool clone_vm_is_fork;

@@ -18,6 +18,11 @@ int exit_status_of(int wait_status);
  * until it returns 0. */
 int reap_one(pid_t *ret_pid, int *ret_status);
 
+/* Set once a clone(CLONE_VM | CLONE_VFORK) child was seen not to share
+ * prebind's memory: valgrind runs such a clone as a fork(). Then the
+ * children that report through shared memory are started by fork(). */
+extern bool clone_vm_is_fork;
+
 /* Send sig to pid, or to its whole process group (--group: pid leads it).
  * ESRCH (already gone) is not an error. Never signals pid <= 0: kill(0)
  * would reach prebind's own group. Returns 0 or -errno. */

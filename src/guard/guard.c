@@ -24,6 +24,7 @@
 #include "log.h"
 #include "macro.h"
 #include "parse.h"
+#include "process.h"
 #include "signals.h"
 
 /* How long prebind waits, on a clean exit, for the guard to be gone. */
@@ -480,8 +481,8 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
                 .grace_usec = grace_usec,
                 .result = -ECHILD,
         };
-        int pair[2], r;
-        pid_t mid;
+        int pair[2], r, status = 0;
+        pid_t mid, waited = -1;
 
         if (!g)
                 return -ENOMEM;
@@ -497,8 +498,15 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
         r = mid < 0 ? -errno : l.result;
         close(pair[1]);
         /* ECHILD: SIGCHLD is ignored (inherited), and the kernel reaped it. */
-        while (mid > 0 && waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+        while (mid > 0 && (waited = waitpid(mid, &status, 0)) < 0 && errno == EINTR)
                 ;
+        /* The intermediate's word never came back: it ran on a copy of
+         * prebind's memory (valgrind makes such a clone a fork()). Its
+         * exit status says how it went. */
+        if (mid > 0 && l.result == -ECHILD && waited == mid && WIFEXITED(status)) {
+                clone_vm_is_fork = true;
+                r = WEXITSTATUS(status) == EXIT_SUCCESS ? 0 : -ECHILD;
+        }
         if (r < 0) {
                 close(pair[0]);
                 return r;

@@ -17,6 +17,7 @@
 #include "guard.h"
 #include "intercept.h"
 #include "netns_job.h"
+#include "process.h"
 #include "signals.h"
 #include "spawn.h"
 
@@ -235,9 +236,11 @@ static int direct_child(void *arg) {
  * failed to). Only where the child needs nothing but system calls: no
  * trial (it forks), no namespace to join (setns() of a user namespace
  * refuses a shared memory), no seccomp filter to install, and no more
- * sockets than layout_fds() lays out without allocating. */
+ * sockets than layout_fds() lays out without allocating. And not where
+ * such a clone is a fork() (valgrind): the child's result would not come
+ * back. */
 static bool can_spawn_direct(const struct spawn_plan *plan) {
-        return !plan->trial && !plan->join_netns && !plan->intercept && plan->n_sockets <= 16;
+        return !plan->trial && !plan->join_netns && !plan->intercept && plan->n_sockets <= 16 && !clone_vm_is_fork;
 }
 
 static int spawn_direct(const struct spawn_plan *plan, struct spawned *ret) {
