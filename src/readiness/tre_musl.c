@@ -20,6 +20,13 @@ int __snprintf_chk(char *s, size_t n, int flag, size_t size, const char *format,
         return r;
 }
 
+/* wcsncpy() itself is, under glibc's fortified headers, a call of this. */
 wchar_t *__wcsncpy_chk(wchar_t *dest, const wchar_t *src, size_t n, size_t size) {
-        return wcsncpy(dest, src, n);
+        size_t i = 0;
+
+        for (; i < n && src[i] != L'\0'; i++)
+                dest[i] = src[i];
+        for (; i < n; i++)
+                dest[i] = L'\0';
+        return dest;
 }

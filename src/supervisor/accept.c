@@ -44,29 +44,31 @@ static void update_accepting(struct acceptor *a);
 static void signal_connections(struct acceptor *a, int sig);
 
 /* Accepting cannot go on: stop as for SIGTERM. */
-static void stop_on_error(struct acceptor *a, int error) {
+static void give_up_accepting(struct acceptor *a, int error) {
         a->error = error;
         a->stopping = true;
         signal_connections(a, SIGTERM);
-        update_accepting(a);
 }
 
 static void update_accepting(struct acceptor *a) {
         bool want = !a->stopping && a->running < a->config->max_connections;
 
-        for (size_t i = 0; i < a->job->n_sockets; i++) {
-                int r;
+        for (size_t i = 0; want && i < a->job->n_sockets; i++) {
+                int r = listener_watch(&a->listeners[i], a->loop);
 
-                if (!want) {
-                        listener_pause(&a->listeners[i]);
-                        continue;
-                }
-                r = listener_watch(&a->listeners[i], a->loop);
                 if (r < 0) {
-                        stop_on_error(a, log_error_errno(r, "cannot wait for connections: %m"));
-                        return;
+                        give_up_accepting(a, log_error_errno(r, "cannot wait for connections: %m"));
+                        want = false;
                 }
         }
+        if (!want)
+                for (size_t i = 0; i < a->job->n_sockets; i++)
+                        listener_pause(&a->listeners[i]);
+}
+
+static void stop_on_error(struct acceptor *a, int error) {
+        give_up_accepting(a, error);
+        update_accepting(a);
 }
 
 static void reap_connections(struct acceptor *a) {
