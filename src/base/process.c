@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,4 +279,28 @@ int command_resolve(const char *name, char *const *envp, char **ret) {
         return err;
 }
 
-bool clone_vm_is_fork;
+/* -1: not known yet; 0: such a clone is a fork(); 1: it shares. */
+static int clone_vm_shares = -1;
+
+void clone_vm_learned(bool shares) {
+        clone_vm_shares = shares;
+}
+
+static int clone_vm_probe(void *arg) {
+        *(volatile int *) arg = 1;
+        _exit(0);
+}
+
+bool clone_vm_shares_memory(void) {
+        if (clone_vm_shares < 0) {
+                char stack[4096] __attribute__((aligned(16)));
+                volatile int written = 0;
+                pid_t pid = clone(clone_vm_probe, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                                  (void *) &written);
+
+                while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                clone_vm_shares = pid > 0 && written;
+        }
+        return clone_vm_shares == 1;
+}

@@ -18,10 +18,12 @@ int exit_status_of(int wait_status);
  * until it returns 0. */
 int reap_one(pid_t *ret_pid, int *ret_status);
 
-/* Set once a clone(CLONE_VM | CLONE_VFORK) child was seen not to share
- * prebind's memory: valgrind runs such a clone as a fork(). Then the
- * children that report through shared memory are started by fork(). */
-extern bool clone_vm_is_fork;
+/* Does a clone(CLONE_VM | CLONE_VFORK) child share prebind's memory? Not
+ * under valgrind, which runs such a clone as a fork(): the children that
+ * report through shared memory are then started by fork(). Known from the
+ * first such clone (clone_vm_learned()), or else tried once. */
+bool clone_vm_shares_memory(void);
+void clone_vm_learned(bool shares);
 
 /* Send sig to pid, or to its whole process group (--group: pid leads it).
  * ESRCH (already gone) is not an error. Never signals pid <= 0: kill(0)

@@ -481,7 +481,7 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
                 .grace_usec = grace_usec,
                 .result = -ECHILD,
         };
-        int pair[2], r, status = 0;
+        int pair[2], r;
         pid_t mid, waited = -1;
 
         if (!g)
@@ -498,15 +498,20 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
         r = mid < 0 ? -errno : l.result;
         close(pair[1]);
         /* ECHILD: SIGCHLD is ignored (inherited), and the kernel reaped it. */
-        while (mid > 0 && (waited = waitpid(mid, &status, 0)) < 0 && errno == EINTR)
+        while (mid > 0 && (waited = waitpid(mid, NULL, 0)) < 0 && errno == EINTR)
                 ;
         /* The intermediate's word never came back: it ran on a copy of
-         * prebind's memory (valgrind makes such a clone a fork()). Its
-         * exit status says how it went. */
-        if (mid > 0 && l.result == -ECHILD && waited == mid && WIFEXITED(status)) {
-                clone_vm_is_fork = true;
-                r = WEXITSTATUS(status) == EXIT_SUCCESS ? 0 : -ECHILD;
-        }
+         * prebind's memory (valgrind makes such a clone a fork(), and
+         * gives it an exit status of its own when that copy leaks). Gone,
+         * it holds no end of the socket: whether the guard runs is
+         * whether anyone holds the other end. */
+        if (mid > 0 && l.result == -ECHILD && waited == mid) {
+                struct pollfd p = { .fd = pair[0], .events = POLLIN };
+
+                clone_vm_learned(false);
+                r = poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) ? -ECHILD : 0;
+        } else if (mid > 0)
+                clone_vm_learned(true);
         if (r < 0) {
                 close(pair[0]);
                 return r;

@@ -240,18 +240,25 @@ static int direct_child(void *arg) {
  * such a clone is a fork() (valgrind): the child's result would not come
  * back. */
 static bool can_spawn_direct(const struct spawn_plan *plan) {
-        return !plan->trial && !plan->join_netns && !plan->intercept && plan->n_sockets <= 16 && !clone_vm_is_fork;
+        return !plan->trial && !plan->join_netns && !plan->intercept && plan->n_sockets <= 16 &&
+               clone_vm_shares_memory();
 }
 
 static int spawn_direct(const struct spawn_plan *plan, struct spawned *ret) {
         /* The child's stack: execvpe() builds each PATH candidate on it. */
         char stack[16384] __attribute__((aligned(16)));
-        struct direct d = { .plan = plan, .parent = getpid() };
+        /* 1: never written, the child ran on a copy of prebind's memory
+         * (valgrind): its exec's outcome is its exit status, later. */
+        struct direct d = { .plan = plan, .parent = getpid(), .result = 1 };
         pid_t pid;
 
         pid = clone(direct_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &d);
         if (pid < 0)
                 return -errno;
+        if (d.result == 1) {
+                clone_vm_learned(false);
+                d.result = 0;
+        }
         /* Both sides set the group, as in spawn_child(); the child has
          * exec'd by now (EACCES) or did it itself. */
         if (plan->new_process_group)
