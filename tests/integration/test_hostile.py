@@ -374,6 +374,24 @@ def pidfd_watched(pid):
     return bool(pidfds & watched)
 
 
+def fds_settled(pid):
+    """Are prebind's fds settled now that COMMAND runs? COMMAND's pidfd is
+    on its epoll; or, where prebind has no pidfd at all (valgrind has no
+    pidfd_open()), the gate and exec pipes are closed: no pipe left above
+    stderr (valgrind's own fds sit above 1000)."""
+    if pidfd_watched(pid):
+        return True
+    targets = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            targets[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    if any(t == "anon_inode:[pidfd]" or t.startswith("pidfd:") for t in targets.values()):
+        return False
+    return not any(t.startswith("pipe:") for fd, t in targets.items() if 2 < fd < 1000)
+
+
 class NotifyJob:
     """prebind --ready with NOTIFIER as COMMAND; stderr to a file."""
 
@@ -388,7 +406,7 @@ class NotifyJob:
         self.address = environ_of(self.child)["NOTIFY_SOCKET"]
         # prebind watches COMMAND's pidfd once COMMAND runs (its gate and
         # exec pipes closed): its fds are settled from then on.
-        assert wait_for(lambda: pidfd_watched(self.p.pid)), fd_targets(self.p.pid)
+        assert wait_for(lambda: fds_settled(self.p.pid)), fd_targets(self.p.pid)
         self.fds_before = fd_count(self.p.pid)
 
     def stderr(self):
