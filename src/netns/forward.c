@@ -13,26 +13,13 @@
 #include "forward.h"
 #include "address.h"
 #include "clock.h"
+#include "connect.h"
 #include "listener.h"
 #include "log.h"
 #include "socket.h"
 
 /* Where the server may listen, in the order tried. */
 static const int families[2] = { AF_INET, AF_INET6 };
-
-/* 127.0.0.1:port or [::1]:port. */
-static socklen_t loopback_address(int family, uint16_t port, union sockaddr_any *ret) {
-        if (family == AF_INET) {
-                ret->in = (struct sockaddr_in) { .sin_family = AF_INET,
-                                                 .sin_port = htons(port),
-                                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-                return sizeof ret->in;
-        }
-        ret->in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6,
-                                           .sin6_port = htons(port),
-                                           .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-        return sizeof ret->in6;
-}
 
 /* Rounds of splice per event and direction: enough to move a burst, few
  * enough that one busy connection does not starve the others. */
@@ -402,7 +389,7 @@ static void conn_connect_next(struct conn *c) {
 
                 c->family_index = (f->preferred + c->attempt++) % 2;
                 family = families[c->family_index];
-                len = loopback_address(family, f->p.port, &addr);
+                len = connect_loopback(family, f->p.port, &addr);
                 r = f->p.make_socket(f->p.userdata, family, SOCK_STREAM | SOCK_NONBLOCK, &c->fd[1]);
                 if (r < 0) {
                         c->fd[1] = -1;
