@@ -41,10 +41,8 @@ void drop_next(struct supervisor *s) {
         if (s->child > 0)
                 retire(s, s->child, s->pidfd, s->generation, s->config->kill_after_usec ?: NOT_READY_GRACE_USEC,
                        false);
-        else if (s->pidfd >= 0) {
-                loop_remove(s->loop, s->pidfd);
-                close(s->pidfd);
-        }
+        else
+                unwatch_pidfd(s, &s->pidfd);
         retire_group_left(s);
         s->child = s->previous;
         s->pidfd = s->previous_pidfd;
@@ -75,11 +73,7 @@ void retire_previous(struct supervisor *s) {
  * Its status is not prebind's: the new one is COMMAND now. */
 void previous_exited(struct supervisor *s, int status) {
         ready_command_exited(s->job->readiness, s->previous);
-        if (s->previous_pidfd >= 0) {
-                loop_remove(s->loop, s->previous_pidfd);
-                close(s->previous_pidfd);
-        }
-        s->previous_pidfd = -1;
+        unwatch_pidfd(s, &s->previous_pidfd);
         /* Its --group's members, if any are left, stop as a retiree's. */
         if (s->config->group && kill(-s->previous, 0) == 0)
                 retire(s, s->previous, -1, s->previous_generation, retiree_grace(s), true);

@@ -41,10 +41,7 @@ void retire(struct supervisor *s, pid_t pid, int pidfd, unsigned generation, uin
                  * guard still stops it if prebind is killed. */
                 log_oom();
                 free(t);
-                if (pidfd >= 0) {
-                        loop_remove(s->loop, pidfd);
-                        close(pidfd);
-                }
+                unwatch_pidfd(s, &pidfd);
                 return;
         }
         *t = (struct retiree) { .s = s, .pid = pid, .pidfd = pidfd, .generation = generation, .reaped = reaped };
@@ -63,17 +60,9 @@ static int on_retiree_kill_timer(struct loop *l, struct loop_timer *timer, void 
         return 0;
 }
 
-static void retiree_forget_pidfd(struct supervisor *s, struct retiree *t) {
-        if (t->pidfd >= 0) {
-                loop_remove(s->loop, t->pidfd);
-                close(t->pidfd);
-        }
-        t->pidfd = -1;
-}
-
 static void retiree_free(struct supervisor *s, struct retiree *t) {
         loop_timer_stop(s->loop, &t->kill_timer);
-        retiree_forget_pidfd(s, t);
+        unwatch_pidfd(s, &t->pidfd);
         free(t);
 }
 
@@ -87,7 +76,7 @@ bool retiree_reaped(struct supervisor *s, pid_t pid, int status) {
                         continue;
                 log_debug("generation %u (pid %d) ended, exit status %d", t->generation, (int) pid, status);
                 ready_command_exited(s->job->readiness, pid);
-                retiree_forget_pidfd(s, t);
+                unwatch_pidfd(s, &t->pidfd);
                 t->reaped = true;
                 return true;
         }

@@ -27,6 +27,14 @@
 #include "supervisor-internal.h"
 #include "watch.h"
 
+void unwatch_pidfd(struct supervisor *s, int *pidfd) {
+        if (*pidfd >= 0) {
+                loop_remove(s->loop, *pidfd);
+                close(*pidfd);
+        }
+        *pidfd = -1;
+}
+
 void signal_command(struct supervisor *s, int sig) {
         int r = signal_process(s->child, s->config->group, sig);
 
@@ -234,11 +242,7 @@ static void command_gone(struct supervisor *s) {
          * heard before (reap()); now pass on all it wrote (--ready-log). */
         ready_forget_child(s->job->readiness);
         ready_command_exited(s->job->readiness, s->child);
-        if (s->pidfd >= 0) {
-                loop_remove(s->loop, s->pidfd);
-                close(s->pidfd);
-        }
-        s->pidfd = -1;
+        unwatch_pidfd(s, &s->pidfd);
         if (!group_left(s))
                 guard_unwatch(s->job->guard, s->child);
         s->child = 0;

@@ -84,6 +84,8 @@ static inline bool group_left(const struct supervisor *s) {
 void on_event(struct supervisor *s, enum lc_event event);
 void signal_command(struct supervisor *s, int sig);
 int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata);
+/* Take *pidfd off the loop, close it, and set it to -1 (-1 is fine). */
+void unwatch_pidfd(struct supervisor *s, int *pidfd);
 
 /* start.c */
 int publish(struct supervisor *s, pid_t pid);
