@@ -15,6 +15,7 @@
 #include "compat.h"
 #include "fd.h"
 #include "parse.h"
+#include "raw.h"
 
 int fd_range(unsigned first, unsigned last, enum fd_action action) {
         DIR *d;
@@ -98,15 +99,17 @@ int fd_recv_message(int sock, void *data, size_t size, int *fds, size_t max_fds,
         struct msghdr msg = {
                 .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf
         };
-        ssize_t k;
+        long k;
         int n = 0;
 
+        /* raw(): the guard receives with this on prebind's memory. */
         do
-                k = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-        while (k < 0 && errno == EINTR);
+                k = raw(SYS_recvmsg, sock, &msg, MSG_CMSG_CLOEXEC);
+        while (k == -EINTR);
         if (k < 0)
-                return -errno;
+                return (int) k;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                // NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult): the kernel wrote it (raw())
                 if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                         continue;
                 for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
@@ -116,12 +119,12 @@ int fd_recv_message(int sock, void *data, size_t size, int *fds, size_t max_fds,
                         if ((size_t) n < max_fds)
                                 fds[n++] = fd;
                         else
-                                close(fd);
+                                (void) raw(SYS_close, fd);
                 }
         }
         if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
                 for (int i = 0; i < n; i++)
-                        close(fds[i]);
+                        (void) raw(SYS_close, fds[i]);
                 return -EBADMSG;
         }
         *ret_len = (size_t) k;
@@ -141,12 +144,10 @@ bool unix_socket_is_stale(const char *path) {
          * means "in use", like any answer but ECONNREFUSED — which the
          * kernel gives when no socket of any type is bound to the file
          * (one of another type is EPROTOTYPE: in use too). */
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        fd = (int) raw(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return false;
-        r = connect(fd, (struct sockaddr *) &addr, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0
-                    ? -errno
-                    : 0;
-        close(fd);
+        r = (int) raw(SYS_connect, fd, &addr, offsetof(struct sockaddr_un, sun_path) + len);
+        (void) raw(SYS_close, fd);
         return r == -ECONNREFUSED;
 }

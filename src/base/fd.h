@@ -44,10 +44,11 @@ int fd_send_message(int sock, const void *data, size_t len, const int *fds, size
 /* Receive one message of at most size bytes and at most max_fds fds, made
  * close-on-exec (more are closed). Returns the number of fds, with the
  * message's length in *ret_len (0: the other end closed), or -errno; a
- * message cut short (MSG_TRUNC, MSG_CTRUNC) is -EBADMSG, its fds closed. */
+ * message cut short (MSG_TRUNC, MSG_CTRUNC) is -EBADMSG, its fds closed.
+ * Made of raw system calls (raw.h): the guard may call it. */
 int fd_recv_message(int sock, void *data, size_t size, int *fds, size_t max_fds, size_t *ret_len);
 
 /* Is the unix socket file at path one that nobody is bound to any more
  * (connect() is refused)? A path that is not there, or too long for
- * sun_path, is not stale. */
+ * sun_path, is not stale. Raw system calls, as fd_recv_message(). */
 bool unix_socket_is_stale(const char *path);

@@ -49,7 +49,7 @@ enum log_level log_get_level(void) {
  * newline there would split the one line of an error, and an escape
  * sequence would reach the terminal. Control characters are written as
  * C escapes instead (\n, \t, \r, \xHH); other bytes are kept. */
-static void escape_controls(const char *in, char *out, size_t size) {
+void log_escape_controls(const char *in, char *out, size_t size) {
         static const char hex[] = "0123456789abcdef";
         size_t o = 0;
 
@@ -163,7 +163,7 @@ __attribute__((format(printf, 3, 0))) static void log_va(enum log_level level, i
          * never interleave within a message. */
         vsnprintf(line, sizeof line, format, ap);
         memcpy(escaped, prefix, sizeof prefix - 1);
-        escape_controls(line, escaped + sizeof prefix - 1, sizeof escaped - sizeof prefix);
+        log_escape_controls(line, escaped + sizeof prefix - 1, sizeof escaped - sizeof prefix);
         n = strlen(escaped);
         escaped[n++] = '\n';
         emit(escaped, n);

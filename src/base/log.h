@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clock.h"
@@ -32,6 +33,11 @@ int log_error_errno(int err, const char *format, ...) __attribute__((format(prin
 #define LOG_QUOTE_MAX 200
 #define LOG_QUOTE_SIZE (LOG_QUOTE_MAX + 4)
 const char *log_shorten(const char *s, char *buf);
+
+/* in as a line quotes it: control characters written as C escapes (\n,
+ * \t, \r, \xHH), other bytes kept; at most size - 1 bytes and a NUL in
+ * out. Pure (the guard uses it on prebind's memory). */
+void log_escape_controls(const char *in, char *out, size_t size);
 
 /* From the start of the event loop on, a line that stderr cannot take
  * at once (a pipe whose reader stalls) is dropped, not waited for, and

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,6 +26,7 @@
 #include "macro.h"
 #include "parse.h"
 #include "process.h"
+#include "raw.h"
 #include "signals.h"
 
 /* How long prebind waits, on a clean exit, for the guard to be gone. */
@@ -62,12 +64,23 @@ struct guard {
         int fd;    /* prebind's end of the socket pair */
         bool lost; /* a message could not be sent: said once, none sent after */
         const char *command_name;
+        void *region; /* the guard's mapping, while it runs on prebind's memory */
 };
 
 /* ---- the guard process ------------------------------------------------------ */
 
+/* The guard runs on prebind's memory (clone(CLONE_VM): no copy of it to
+ * make at every start, none to fault in page by page, none to free at
+ * exit), beside prebind and with its thread pointer. So it calls no C
+ * library function that keeps state — only string and memory functions
+ * —, makes its system calls with raw() (raw.h: errno stays prebind's),
+ * and keeps everything in a mapping of its own (struct guard_region),
+ * its stack at the top, its tables in mappings it grows itself. Where
+ * such a clone is not possible (raw.h has no system call sequence,
+ * kcmp(2) is refused, valgrind) the same code runs in a fork(). */
+
 struct guarded_file {
-        char *path;
+        char path[PATH_MAX];
         enum guard_file_kind kind;
         int fd; /* on the file prebind made; -1 while only expected */
 };
@@ -80,20 +93,111 @@ struct watched {
         int pidfd;  /* -1: none */
 };
 
-struct guard_state {
-        pid_t prebind;
-        const char *command_name;
-        uint64_t grace_usec;
-        struct watched *watched;
-        size_t n_watched;
-        struct guarded_file *files;
-        size_t n_files;
+/* An array in a mapping of its own, grown by mremap(2). */
+struct table {
+        void *items;
+        size_t n, bytes;
 };
 
+struct guard_state {
+        pid_t prebind;
+        uint64_t grace_usec;
+        struct table watched; /* struct watched */
+        struct table files;   /* struct guarded_file */
+        char command_name[LOG_QUOTE_SIZE];
+};
+
+/* What the guard has, at the bottom of its mapping; its stack is the
+ * rest, above. */
+struct guard_region {
+        int sock;    /* the guard's end */
+        int result;  /* the intermediate's word: 0, the guard runs; or -errno */
+        bool shared; /* the guard runs on prebind's memory */
+        struct guard_state st;
+        struct guard_message m;
+        char dirents[4096];
+};
+#define GUARD_REGION_SIZE (64 * 1024)
+
+/* linux/kcmp.h's, which musl's toolchain does not have. */
+#define KCMP_VM_ 1
+
+static uint64_t guard_now_usec(void) {
+        struct timespec ts = { 0 };
+
+        (void) raw(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+static void guard_sleep_ms(int ms) {
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L };
+
+        (void) raw(SYS_ppoll, NULL, 0, &ts, NULL, 0);
+}
+
+static int guard_lstat(const char *path, struct stat *st) {
+        return (int) raw(SYS_newfstatat, AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
+}
+
+static void guard_close(int fd) {
+        if (fd >= 0)
+                (void) raw(SYS_close, fd);
+}
+
+/* Room for one more item of size in t; false (the guard goes on with
+ * what it has: a file stays, a COMMAND has its death signal alone). */
+static bool table_grow(struct table *t, size_t size) {
+        size_t want = (t->n + 1) * size, bytes;
+        long p;
+
+        if (want <= t->bytes)
+                return true;
+        bytes = t->bytes ? 2 * t->bytes : (size_t) 4096 * ((size + 4095) / 4096);
+        if (bytes < want)
+                bytes = want;
+        p = t->items ? raw(SYS_mremap, t->items, t->bytes, bytes, MREMAP_MAYMOVE)
+                     : raw(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p < 0 && p > -4096)
+                return false;
+        t->items = (void *) p; // NOLINT(performance-no-int-to-ptr): mmap(2)'s result is an address
+        t->bytes = bytes;
+        return true;
+}
+
+static void table_free(struct table *t) {
+        if (t->items)
+                (void) raw(SYS_munmap, t->items, t->bytes);
+        *t = (struct table) { 0 };
+}
+
+/* s (put), or the decimal v (put_int), at out + *at, *at moved past it;
+ * bounded by size. */
+static void put(char *out, size_t size, size_t *at, const char *s) {
+        while (*s && *at + 1 < size)
+                out[(*at)++] = *s++;
+}
+
+static void put_int(char *out, size_t size, size_t *at, int v) {
+        char digits[16];
+        size_t i = sizeof digits - 1;
+        unsigned u = v < 0 ? 0U - (unsigned) v : (unsigned) v;
+
+        digits[i] = '\0';
+        do
+                digits[--i] = (char) ('0' + u % 10);
+        while ((u /= 10) > 0);
+        if (v < 0)
+                digits[--i] = '-';
+        put(out, size, at, digits + i);
+}
+
+#define FILES(st) ((struct guarded_file *) (st)->files.items)
+#define WATCHED(st) ((struct watched *) (st)->watched.items)
+
 static struct guarded_file *file_find(struct guard_state *st, const char *path) {
-        for (size_t i = 0; i < st->n_files; i++)
-                if (strcmp(st->files[i].path, path) == 0)
-                        return &st->files[i];
+        for (size_t i = 0; i < st->files.n; i++)
+                if (strcmp(FILES(st)[i].path, path) == 0)
+                        return &FILES(st)[i];
         return NULL;
 }
 
@@ -102,51 +206,32 @@ static void file_forget(struct guard_state *st, const char *path) {
 
         if (!f)
                 return;
-        if (f->fd >= 0)
-                close(f->fd);
-        free(f->path);
-        *f = st->files[--st->n_files];
-}
-
-/* The array with room for one more element of size; or NULL, out of
- * memory in the guard: fd (what the new element would hold) is closed,
- * and the guard goes on with what it has (a file stays, a COMMAND has its
- * death signal alone). */
-static void *grow_or_close(void *array, size_t n, size_t size, int fd) {
-        void *grown = realloc(array, (n + 1) * size);
-
-        if (!grown && fd >= 0)
-                close(fd);
-        return grown;
+        guard_close(f->fd);
+        *f = FILES(st)[--st->files.n];
 }
 
 static void file_set(struct guard_state *st, enum guard_file_kind kind, const char *path, int fd) {
-        struct guarded_file *f = file_find(st, path), *grown;
+        struct guarded_file *f = file_find(st, path);
+        size_t n = strlen(path);
 
         if (!f) {
-                grown = grow_or_close(st->files, st->n_files, sizeof *grown, fd);
-                if (!grown)
-                        return;
-                st->files = grown;
-                f = &st->files[st->n_files];
-                *f = (struct guarded_file) { .path = strdup(path), .fd = -1 };
-                if (!f->path) {
-                        if (fd >= 0)
-                                close(fd);
+                if (n >= sizeof f->path || !table_grow(&st->files, sizeof *f)) {
+                        guard_close(fd);
                         return;
                 }
-                st->n_files++;
+                f = &FILES(st)[st->files.n++];
+                memcpy(f->path, path, n + 1);
+                f->fd = -1;
         }
-        if (f->fd >= 0)
-                close(f->fd);
+        guard_close(f->fd);
         f->kind = kind;
         f->fd = fd;
 }
 
 static struct watched *watched_find(struct guard_state *st, pid_t pid) {
-        for (size_t i = 0; i < st->n_watched; i++)
-                if (st->watched[i].pid == pid)
-                        return &st->watched[i];
+        for (size_t i = 0; i < st->watched.n; i++)
+                if (WATCHED(st)[i].pid == pid)
+                        return &WATCHED(st)[i];
         return NULL;
 }
 
@@ -155,21 +240,18 @@ static void unwatch(struct guard_state *st, pid_t pid) {
 
         if (!w)
                 return;
-        if (w->pidfd >= 0)
-                close(w->pidfd);
-        *w = st->watched[--st->n_watched];
+        guard_close(w->pidfd);
+        *w = WATCHED(st)[--st->watched.n];
 }
 
 /* One more COMMAND to stop (or the same pid, told again). */
 static void watch(struct guard_state *st, pid_t pid, bool group, int pidfd) {
-        struct watched *grown;
-
         unwatch(st, pid);
-        grown = grow_or_close(st->watched, st->n_watched, sizeof *grown, pidfd);
-        if (!grown)
+        if (!table_grow(&st->watched, sizeof(struct watched))) {
+                guard_close(pidfd);
                 return;
-        st->watched = grown;
-        st->watched[st->n_watched++] = (struct watched) { .pid = pid, .group = group, .pidfd = pidfd };
+        }
+        WATCHED(st)[st->watched.n++] = (struct watched) { .pid = pid, .group = group, .pidfd = pidfd };
 }
 
 /* COMMAND's process group is signalled as a group only while it can be
@@ -179,96 +261,136 @@ static void watch(struct guard_state *st, pid_t pid, bool group, int pidfd) {
  * which no reuse of its pid can fool. */
 static void signal_command(const struct watched *w, int sig) {
         if (w->group)
-                (void) kill(-w->pid, sig);
+                (void) raw(SYS_kill, -w->pid, sig);
         else if (w->pidfd >= 0)
-                (void) syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0U);
+                (void) raw(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0);
         else
-                (void) kill(w->pid, sig);
+                (void) raw(SYS_kill, w->pid, sig);
+}
+
+/* The decimal number at *p (moved past it), after spaces; false if none. */
+static bool scan_long(const char **p, long *ret) {
+        const char *s = *p;
+        bool negative;
+        long v = 0;
+
+        while (*s == ' ')
+                s++;
+        negative = *s == '-';
+        s += negative;
+        if (*s < '0' || *s > '9')
+                return false;
+        while (*s >= '0' && *s <= '9' && v < INT32_MAX)
+                v = v * 10 + (*s++ - '0');
+        *p = s;
+        *ret = negative ? -v : v;
+        return true;
+}
+
+/* Is the process of /proc/<name> a member of pgid that is not a zombie?
+ * Its stat line says (proc(5)): after the ')' that ends the name, its
+ * state, parent and group. */
+static bool is_live_member(const char *name, pid_t pgid) {
+        char path[64], line[512];
+        const char *p;
+        long ppid, pgrp;
+        size_t n = strlen(name), at = 0;
+        long k;
+        int fd;
+        char state;
+
+        if (n == 0 || n > 10 || strspn(name, "0123456789") != n)
+                return false;
+        put(path, sizeof path, &at, "/proc/");
+        put(path, sizeof path, &at, name);
+        put(path, sizeof path, &at, "/stat");
+        path[at] = '\0';
+        fd = (int) raw(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        k = raw(SYS_read, fd, line, sizeof line - 1);
+        guard_close(fd);
+        if (k <= 0)
+                return false;
+        line[k] = '\0';
+        p = strrchr(line, ')');
+        if (!p || p[1] != ' ' || !p[2])
+                return false;
+        state = p[2];
+        p += 3;
+        return scan_long(&p, &ppid) && scan_long(&p, &pgrp) && pgrp == (long) pgid && state != 'Z' && state != 'X';
 }
 
 /* Has process group pgid a member that is not a zombie? kill(-pgid, 0)
  * counts zombies too, and those of a killed prebind wait for init to reap
  * them — for ever, where PID 1 does not reap (some containers). So the
- * members are looked up in /proc, each one's state and group from its
- * stat line (proc(5): after the ')' that ends the name). */
-static bool group_has_live_member(pid_t pgid) {
-        DIR *d;
-        struct dirent *de;
+ * members are looked up in /proc. */
+static bool group_has_live_member(pid_t pgid, char *buf, size_t size) {
         bool live = false;
+        long k;
+        int d;
 
-        if (kill(-pgid, 0) < 0 && errno == ESRCH)
+        if (raw(SYS_kill, -pgid, 0) == -ESRCH)
                 return false;
-        d = opendir("/proc");
-        if (!d)
+        d = (int) raw(SYS_openat, AT_FDCWD, "/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
                 return true;
-        while (!live && (de = readdir(d))) {
-                char path[64], line[512], *end, state;
-                unsigned long pid;
-                long ppid, pgrp;
-                ssize_t k;
-                int fd;
+        while (!live && (k = raw(SYS_getdents64, d, buf, size)) > 0)
+                for (long o = 0; o < k && !live;) {
+                        const struct dirent64 *de = (const struct dirent64 *) (buf + o);
 
-                if (parse_uint(de->d_name, 1, INT32_MAX, &pid) < 0)
-                        continue;
-                snprintf(path, sizeof path, "/proc/%lu/stat", pid);
-                fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        continue;
-                k = read(fd, line, sizeof line - 1);
-                close(fd);
-                if (k <= 0)
-                        continue;
-                line[k] = '\0';
-                end = strrchr(line, ')');
-                /* NOLINTNEXTLINE(cert-err34-c): the kernel wrote these numbers */
-                if (end && sscanf(end + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == (long) pgid &&
-                    state != 'Z' && state != 'X')
-                        live = true;
-        }
-        closedir(d);
+                        live = is_live_member(de->d_name, pgid);
+                        o += de->d_reclen;
+                }
+        guard_close(d);
         return live;
 }
 
-static bool command_gone(const struct watched *w) {
+static bool command_gone(struct guard_region *R, const struct watched *w) {
         struct pollfd p = { .fd = w->pidfd, .events = POLLIN };
+        struct timespec zero = { 0 };
 
         if (w->group)
-                return !group_has_live_member(w->pid);
+                return !group_has_live_member(w->pid, R->dirents, sizeof R->dirents);
         /* The pidfd is readable once COMMAND has exited, zombie or not. */
         if (w->pidfd >= 0)
-                return poll(&p, 1, 0) == 1;
-        return kill(w->pid, 0) < 0 && errno == ESRCH;
+                return raw(SYS_ppoll, &p, 1, &zero, NULL, 0) == 1;
+        return raw(SYS_kill, w->pid, 0) == -ESRCH;
 }
 
 /* Up to the grace for every COMMAND to end after SIGTERM, then SIGKILL
  * to each one left. */
-static void wait_or_kill_commands(struct guard_state *st, uint64_t deadline) {
+static void wait_or_kill_commands(struct guard_region *R, uint64_t deadline) {
+        struct guard_state *st = &R->st;
+
         for (;;) {
-                for (size_t i = 0; i < st->n_watched;)
-                        if (command_gone(&st->watched[i]))
-                                unwatch(st, st->watched[i].pid);
+                for (size_t i = 0; i < st->watched.n;)
+                        if (command_gone(R, &WATCHED(st)[i]))
+                                unwatch(st, WATCHED(st)[i].pid);
                         else
                                 i++;
-                if (st->n_watched == 0)
+                if (st->watched.n == 0)
                         return;
-                if (now_usec() >= deadline)
+                if (guard_now_usec() >= deadline)
                         break;
-                (void) poll(NULL, 0, GUARD_POLL_MS);
+                guard_sleep_ms(GUARD_POLL_MS);
         }
-        for (size_t i = 0; i < st->n_watched; i++)
-                signal_command(&st->watched[i], SIGKILL);
+        for (size_t i = 0; i < st->watched.n; i++)
+                signal_command(&WATCHED(st)[i], SIGKILL);
 }
 
 /* Remove a file prebind made, if it is still that one; or (expected)
  * one it was about to make, if no one else can have made what is there. */
 static void file_remove(const struct guarded_file *f, bool expected) {
-        struct stat ours, there;
+        /* Zeroed: the kernel's writes are unseen by the analyzer (raw()). */
+        struct stat ours = { 0 }, there = { 0 };
 
-        if ((f->fd < 0) != expected || lstat(f->path, &there) < 0)
+        if ((f->fd < 0) != expected || guard_lstat(f->path, &there) < 0)
                 return;
         if (f->fd >= 0) {
-                if (fstat(f->fd, &ours) == 0 && ours.st_dev == there.st_dev && ours.st_ino == there.st_ino)
-                        (void) unlink(f->path);
+                if (raw(SYS_newfstatat, f->fd, "", &ours, AT_EMPTY_PATH) == 0 && ours.st_dev == there.st_dev &&
+                    ours.st_ino == there.st_ino)
+                        (void) raw(SYS_unlinkat, AT_FDCWD, f->path, 0);
                 return;
         }
         /* Expected only: prebind died between choosing the name and
@@ -278,25 +400,26 @@ static void file_remove(const struct guarded_file *f, bool expected) {
          * a stale one before it binds. */
         if ((f->kind == GUARD_FILE_REGULAR && S_ISREG(there.st_mode)) ||
             (f->kind == GUARD_FILE_SOCKET && S_ISSOCK(there.st_mode) && unix_socket_is_stale(f->path)))
-                (void) unlink(f->path);
+                (void) raw(SYS_unlinkat, AT_FDCWD, f->path, 0);
 }
 
 /* The lock files, taken: prebind may have died holding one (then the
  * guard's copy of its open file holds it still, and takes it at once).
  * Bounded: a caller stopped while holding one must not keep COMMAND
  * running; past the bound the files are left to the next caller. */
-static bool lock_files(const struct guard_state *st) {
-        uint64_t deadline = now_usec() + LOCK_WAIT_USEC;
+static bool lock_files(struct guard_state *st) {
+        uint64_t deadline = guard_now_usec() + LOCK_WAIT_USEC;
 
-        for (size_t i = 0; i < st->n_files; i++) {
-                const struct guarded_file *f = &st->files[i];
+        for (size_t i = 0; i < st->files.n; i++) {
+                const struct guarded_file *f = &FILES(st)[i];
+                long r;
 
                 if (f->kind != GUARD_FILE_LOCK || f->fd < 0)
                         continue;
-                while (flock(f->fd, LOCK_EX | LOCK_NB) < 0) {
-                        if ((errno != EWOULDBLOCK && errno != EINTR) || now_usec() >= deadline)
+                while ((r = raw(SYS_flock, f->fd, LOCK_EX | LOCK_NB)) < 0) {
+                        if ((r != -EWOULDBLOCK && r != -EINTR) || guard_now_usec() >= deadline)
                                 return false;
-                        (void) poll(NULL, 0, GUARD_POLL_MS);
+                        guard_sleep_ms(GUARD_POLL_MS);
                 }
         }
         return true;
@@ -305,70 +428,95 @@ static bool lock_files(const struct guard_state *st) {
 /* Under the locks, the other files gone: a lock file goes only if no
  * socket file it guards is there (a new owner's would be, claimed
  * under this very lock file). */
-static void remove_lock_files(const struct guard_state *st) {
+static void remove_lock_files(struct guard_state *st) {
         struct stat there;
 
-        for (size_t i = 0; i < st->n_files; i++)
-                if (st->files[i].kind == GUARD_FILE_SOCKET && lstat(st->files[i].path, &there) == 0)
+        for (size_t i = 0; i < st->files.n; i++)
+                if (FILES(st)[i].kind == GUARD_FILE_SOCKET && guard_lstat(FILES(st)[i].path, &there) == 0)
                         return;
-        for (size_t i = 0; i < st->n_files; i++)
-                if (st->files[i].kind == GUARD_FILE_LOCK)
-                        file_remove(&st->files[i], false);
+        for (size_t i = 0; i < st->files.n; i++)
+                if (FILES(st)[i].kind == GUARD_FILE_LOCK)
+                        file_remove(&FILES(st)[i], false);
 }
 
 /* What prebind made goes at once: no client finds the address of a
  * server that is stopping. Under the lock files, if any. */
-static void remove_files(const struct guard_state *st) {
+static void remove_files(struct guard_state *st) {
         bool locked = lock_files(st);
 
-        for (size_t i = 0; i < st->n_files; i++) {
-                enum guard_file_kind kind = st->files[i].kind;
+        for (size_t i = 0; i < st->files.n; i++) {
+                enum guard_file_kind kind = FILES(st)[i].kind;
 
                 /* Without the lock, a socket file is left to the next
                  * caller, who replaces a stale one under it. */
                 if (kind == GUARD_FILE_REGULAR || (kind == GUARD_FILE_SOCKET && locked))
-                        file_remove(&st->files[i], false);
+                        file_remove(&FILES(st)[i], false);
         }
         if (locked)
                 remove_lock_files(st);
-        for (size_t i = 0; i < st->n_files; i++)
-                if (st->files[i].kind == GUARD_FILE_LOCK && st->files[i].fd >= 0)
-                        (void) flock(st->files[i].fd, LOCK_UN);
+        for (size_t i = 0; i < st->files.n; i++)
+                if (FILES(st)[i].kind == GUARD_FILE_LOCK && FILES(st)[i].fd >= 0)
+                        (void) raw(SYS_flock, FILES(st)[i].fd, LOCK_UN);
+}
+
+/* As log_info() says it ("prebind: ...", control characters escaped),
+ * written only if stderr takes it at once: its reader may be gone or
+ * stalled, and COMMAND must be stopped all the same. */
+static void say_stopping(const struct guard_state *st, const struct watched *w) {
+        char line[LOG_QUOTE_SIZE * 4 + 160];
+        size_t at = 0;
+        struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
+        struct timespec zero = { 0 };
+
+        put(line, sizeof line, &at, "prebind: prebind (pid ");
+        put_int(line, sizeof line, &at, (int) st->prebind);
+        put(line, sizeof line, &at, ") was killed: stopping '");
+        log_escape_controls(st->command_name, line + at, sizeof line - at - 64);
+        at += strlen(line + at);
+        put(line, sizeof line, &at, "' (pid ");
+        put_int(line, sizeof line, &at, (int) w->pid);
+        put(line, sizeof line, &at, w->group ? " and its process group)\n" : ")\n");
+        if (raw(SYS_ppoll, &p, 1, &zero, NULL, 0) == 1 && !(p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+                (void) raw(SYS_write, STDERR_FILENO, line, at);
 }
 
 /* prebind is dead: stop COMMAND and take back what prebind published. */
-static void prebind_died(struct guard_state *st) {
-        uint64_t deadline = now_usec() + st->grace_usec;
+static void prebind_died(struct guard_region *R) {
+        struct guard_state *st = &R->st;
+        uint64_t deadline = guard_now_usec() + st->grace_usec;
 
-        for (size_t i = 0; i < st->n_watched; i++) {
-                const struct watched *w = &st->watched[i];
+        for (size_t i = 0; i < st->watched.n; i++) {
+                const struct watched *w = &WATCHED(st)[i];
 
-                log_info("prebind (pid %d) was killed: stopping '%s' (pid %d%s)", (int) st->prebind, st->command_name,
-                         (int) w->pid, w->group ? " and its process group" : "");
+                say_stopping(st, w);
                 signal_command(w, SIGTERM);
                 /* Stopped members would not see it before SIGCONT. */
                 if (w->group)
                         signal_command(w, SIGCONT);
         }
         remove_files(st);
-        wait_or_kill_commands(st, deadline);
+        wait_or_kill_commands(R, deadline);
         /* After COMMAND: an expected socket file is judged by whether
          * anyone still listens on it. */
-        for (size_t i = 0; i < st->n_files; i++)
-                file_remove(&st->files[i], true);
+        for (size_t i = 0; i < st->files.n; i++)
+                file_remove(&FILES(st)[i], true);
 }
 
-static _Noreturn void guard_main(int sock, pid_t prebind, const char *command_name, uint64_t grace_usec) {
-        struct guard_state st = {
-                .prebind = prebind,
-                .command_name = command_name,
-                .grace_usec = grace_usec,
-        };
-        static struct guard_message m;
+/* prebind exited cleanly: nothing to do. What the guard mapped goes
+ * (on prebind's memory, prebind unmaps the region once it is gone). */
+static _Noreturn void guard_exit(struct guard_region *R) {
+        table_free(&R->st.watched);
+        table_free(&R->st.files);
+        for (;;)
+                (void) raw(SYS_exit_group, 0);
+}
+
+static _Noreturn void guard_main(struct guard_region *R) {
+        struct guard_message *m = &R->m;
 
         for (;;) {
                 size_t len;
-                int fd = -1, n = fd_recv_message(sock, &m, sizeof m, &fd, 1, &len);
+                int fd = -1, n = fd_recv_message(R->sock, m, sizeof *m, &fd, 1, &len);
                 const char *path = NULL;
 
                 if (n == -EBADMSG)
@@ -377,125 +525,144 @@ static _Noreturn void guard_main(int sock, pid_t prebind, const char *command_na
                  * prebind is gone. */
                 if (n < 0 || len == 0)
                         break;
-                if (len > sizeof m.h && ((char *) &m)[len - 1] == '\0')
-                        path = m.path;
-                switch (len >= sizeof m.h ? m.h.request : 0) {
+                if (len > sizeof m->h && ((char *) m)[len - 1] == '\0')
+                        path = m->path;
+                switch (len >= sizeof m->h ? m->h.request : 0) {
                 case GUARD_DONE:
-                        _exit(0);
+                        guard_exit(R);
                 case GUARD_WATCH:
-                        watch(&st, m.h.pid, m.h.group != 0, fd);
+                        watch(&R->st, m->h.pid, m->h.group != 0, fd);
                         fd = -1;
                         break;
                 case GUARD_UNWATCH:
-                        unwatch(&st, m.h.pid);
+                        unwatch(&R->st, m->h.pid);
                         break;
                 case GUARD_FILE:
                         if (path) {
-                                file_set(&st, (enum guard_file_kind) m.h.kind, path, fd);
+                                file_set(&R->st, (enum guard_file_kind) m->h.kind, path, fd);
                                 fd = -1;
                         }
                         break;
                 case GUARD_FORGET:
                         if (path)
-                                file_forget(&st, path);
+                                file_forget(&R->st, path);
                         break;
                 default:
                         break;
                 }
-                if (fd >= 0)
-                        close(fd);
+                guard_close(fd);
         }
-        prebind_died(&st);
-        _exit(0);
+        prebind_died(R);
+        guard_exit(R);
 }
+
+/* The kernel's struct sigaction (x86-64 and arm64 alike). */
+struct kernel_sigaction {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)(void);
+        uint64_t mask;
+};
 
 /* In the guard, first: /dev/null for stdin and stdout (a reader of
  * prebind's stdout waits for no guard), stderr kept for the message, the
- * socket at fd 3 and nothing else of prebind's; the signals it answers.
- * Here, not in the intermediate: prebind waits for the intermediate, not
- * for this. */
-static void guard_detach(int *sock) {
-        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+ * socket at fd 3 and nothing else of prebind's; every signal's default
+ * (a handler of prebind's would run on prebind's memory), but for those
+ * below, and none blocked. Here, not in the intermediate: prebind waits
+ * for the intermediate, not for this. */
+static void guard_detach(struct guard_region *R) {
+        struct kernel_sigaction dfl = { .handler = SIG_DFL }, ign = { .handler = SIG_IGN };
+        uint64_t none = 0;
+        int null = (int) raw(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
 
         if (null >= 0) {
-                (void) dup2(null, STDIN_FILENO);
-                (void) dup2(null, STDOUT_FILENO);
+                (void) raw(SYS_dup3, null, STDIN_FILENO, 0);
+                (void) raw(SYS_dup3, null, STDOUT_FILENO, 0);
         }
-        if (*sock != 3 && dup2(*sock, 3) == 3)
-                *sock = 3;
-        (void) fd_range((unsigned) *sock + 1, ~0U, FD_CLOSE);
-        signals_reset(false);
+        if (R->sock != 3 && raw(SYS_dup3, R->sock, 3, 0) == 3)
+                R->sock = 3;
+        if (raw(SYS_close_range, R->sock + 1, ~0U, 0) < 0)
+                for (int fd = R->sock + 1; fd < 1024; fd++)
+                        guard_close(fd);
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        (void) raw(SYS_rt_sigaction, sig, &dfl, NULL, sizeof none);
         /* The guard writes to stderr, whose reader may be gone; and only a
          * kill() can send it anything else. SIGTERM stays fatal. */
-        signal(SIGPIPE, SIG_IGN);
-        signal(SIGHUP, SIG_IGN);
-        signal(SIGINT, SIG_IGN);
-        signal(SIGQUIT, SIG_IGN);
-        (void) prctl(PR_SET_NAME, "prebind-guard");
+        (void) raw(SYS_rt_sigaction, SIGPIPE, &ign, NULL, sizeof none);
+        (void) raw(SYS_rt_sigaction, SIGHUP, &ign, NULL, sizeof none);
+        (void) raw(SYS_rt_sigaction, SIGINT, &ign, NULL, sizeof none);
+        (void) raw(SYS_rt_sigaction, SIGQUIT, &ign, NULL, sizeof none);
+        (void) raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none);
+        (void) raw(SYS_prctl, PR_SET_NAME, "prebind-guard", 0, 0, 0);
 }
 
-/* What the intermediate shares with prebind (CLONE_VM), which waits for
- * it to exit (CLONE_VFORK). */
-struct guard_launch {
-        int sock; /* the guard's end */
-        pid_t prebind;
-        const char *command_name;
-        uint64_t grace_usec;
-        int result; /* 0: the guard runs; or -errno */
-};
+static int guard_entry(void *arg) {
+        struct guard_region *R = arg;
 
-/* The intermediate: on prebind's memory, prebind stopped until it exits,
- * so only system calls (fork() copies prebind's memory for the guard).
+        guard_detach(R);
+        guard_main(R);
+}
+
+/* The intermediate: on prebind's memory, prebind stopped until it exits.
  * It makes the session (it is no group leader): a kill of prebind's
  * process group misses the guard, and no terminal is its controlling one
- * (no SIGTTOU for its one message, no hangup). Then it forks the guard,
+ * (no SIGTTOU for its one message, no hangup). Then it starts the guard,
  * which is thus prebind's grandchild: prebind's only children stay COMMAND
  * (and its probes), and a kill of prebind's process tree does not reach
- * it. */
+ * it. The guard runs on prebind's memory where this one does (kcmp(2)
+ * says so: not under valgrind, which makes this clone a fork); else it
+ * is a fork(). */
 static int intermediate(void *arg) {
-        struct guard_launch *l = arg;
-        pid_t pid;
+        struct guard_region *R = arg;
+        pid_t pid = -1;
 
         if (setsid() < 0) {
-                l->result = -errno;
+                R->result = -errno;
                 _exit(EXIT_FAILURE);
         }
-        pid = fork();
-        if (pid == 0) {
-                int sock = l->sock;
-
-                guard_detach(&sock);
-                guard_main(sock, l->prebind, l->command_name, l->grace_usec);
-        }
-        l->result = pid < 0 ? -errno : 0;
+        R->shared = RAW_SYSCALL_INLINE && raw(SYS_kcmp, getpid(), R->st.prebind, KCMP_VM_, 0, 0) == 0;
+        if (R->shared)
+                pid = clone(guard_entry, (char *) R + GUARD_REGION_SIZE, CLONE_VM | SIGCHLD, R);
+        else if ((pid = fork()) == 0)
+                (void) guard_entry(R);
+        R->result = pid < 0 ? -errno : 0;
         _exit(pid < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
 }
 
 int guard_start(const char *command_name, uint64_t grace_usec, struct guard **ret) {
         _cleanup_free_ struct guard *g = calloc(1, sizeof *g);
-        /* The intermediate's stack: it calls setsid() and fork() only. */
+        /* The intermediate's stack: it calls setsid(), kcmp() and clone(). */
         char stack[8192] __attribute__((aligned(16)));
-        struct guard_launch l = {
-                .prebind = getpid(),
-                .command_name = command_name,
-                .grace_usec = grace_usec,
-                .result = -ECHILD,
-        };
+        struct guard_region *R;
+        const char *quoted;
         int pair[2], r;
         pid_t mid, waited = -1;
 
         if (!g)
                 return -ENOMEM;
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
-                // cppcheck-suppress memleak ; g is _cleanup_free_, which cppcheck does not follow
+        R = mmap(NULL, GUARD_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (R == MAP_FAILED)
                 return -errno;
-        l.sock = pair[1];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                r = -errno;
+                munmap(R, GUARD_REGION_SIZE);
+                // cppcheck-suppress memleak ; g is _cleanup_free_, which cppcheck does not follow
+                return r;
+        }
+        R->sock = pair[1];
+        R->result = -ECHILD;
+        R->st.prebind = getpid();
+        R->st.grace_usec = grace_usec;
+        quoted = log_shorten(command_name, R->st.command_name);
+        if (quoted != R->st.command_name)
+                memcpy(R->st.command_name, quoted, strlen(quoted) + 1);
         /* No copy of prebind's memory for the intermediate, and no word
          * from the guard to wait for: when clone() returns, the
          * intermediate is gone and the guard holds its end of the socket
          * (what prebind sends meanwhile waits there for it). */
-        mid = clone(intermediate, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &l);
-        r = mid < 0 ? -errno : l.result;
+        mid = clone(intermediate, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, R);
+        r = mid < 0 ? -errno : R->result;
         close(pair[1]);
         /* ECHILD: SIGCHLD is ignored (inherited), and the kernel reaped it. */
         while (mid > 0 && (waited = waitpid(mid, NULL, 0)) < 0 && errno == EINTR)
@@ -505,13 +672,19 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
          * gives it an exit status of its own when that copy leaks). Gone,
          * it holds no end of the socket: whether the guard runs is
          * whether anyone holds the other end. */
-        if (mid > 0 && l.result == -ECHILD && waited == mid) {
+        if (mid > 0 && R->result == -ECHILD && waited == mid) {
                 struct pollfd p = { .fd = pair[0], .events = POLLIN };
 
                 clone_vm_learned(false);
                 r = poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) ? -ECHILD : 0;
         } else if (mid > 0)
                 clone_vm_learned(true);
+        /* A guard on prebind's memory runs on this mapping until it is
+         * gone (guard_free()); a forked one has its own copy. */
+        if (r == 0 && R->shared)
+                g->region = R;
+        else
+                munmap(R, GUARD_REGION_SIZE);
         if (r < 0) {
                 close(pair[0]);
                 return r;
@@ -624,6 +797,11 @@ void guard_free(struct guard *g) {
         if (!g->lost)
                 while (poll(&p, 1, GUARD_EXIT_WAIT_MS) < 0 && errno == EINTR)
                         ;
+        /* Its files close after it has let go of the memory (exit_mm()
+         * comes before exit_files() in the kernel's do_exit()). Not gone:
+         * its mapping stays. */
+        if (g->region && !g->lost && (p.revents & POLLHUP))
+                munmap(g->region, GUARD_REGION_SIZE);
         close(g->fd);
         free(g);
 }

@@ -13,8 +13,9 @@
  * reaches the rest of a --group process group. So a small process watches
  * prebind from outside: a grandchild of prebind in a session of its own
  * (a kill of prebind's process group, or of prebind's process tree, does
- * not take it along) that holds one end of a socket pair and nothing else
- * of prebind's — no listening socket, no pipe, not stdin or stdout. prebind
+ * not take it along), on prebind's memory (guard.c says how), that holds
+ * one end of a socket pair and nothing else of prebind's fds — no
+ * listening socket, no pipe, not stdin or stdout. prebind
  * tells it over the socket which COMMANDs run (every generation alive,
  * each with its pidfd) and which files it creates (the --port-file, unix
  * socket files). When the socket reaches EOF without a word from prebind,
@@ -42,7 +43,7 @@ enum guard_file_kind {
 
 /* Start a guard. command_name is for its message; grace_usec how long
  * COMMAND has between SIGTERM and SIGKILL once prebind is dead. Returns 0
- * or -errno (fork() failed). */
+ * or -errno (the guard could not be started). */
 int guard_start(const char *command_name, uint64_t grace_usec, struct guard **ret);
 
 /* prebind is done (COMMAND gone, files removed): the guard exits without

@@ -11,6 +11,7 @@ passes it on to COMMAND, and COMMAND to its children; the guard and
 prebind's own forks have it too), so what is left of a start is found in
 /proc whatever its parent, name or process group."""
 
+import ctypes
 import os
 import random
 import selectors
@@ -326,6 +327,45 @@ def test_clean_exit_leaves_no_guard(tmp_path):
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=TIMEOUT) == 0
         assert marked(token) == [] and os.listdir(tmp_path) == []
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        p.stdout.close()
+
+
+# kcmp(2)'s number and KCMP_VM (linux/kcmp.h).
+SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+KCMP_VM = 1
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+@pytest.mark.skipif(SYS_KCMP is None, reason="the guard runs as a fork() where raw.h has no system call sequence")
+@pytest.mark.skipif(bool(os.environ.get("PREBIND_WRAPPER")),
+                    reason="under valgrind the guard is a fork(): it makes such a clone one")
+def test_the_guard_runs_on_prebinds_memory(tmp_path):
+    """The guard is no copy of prebind: kcmp(2) finds it on prebind's
+    memory, in a session of its own. Killed, prebind leaves the guard
+    alone on that memory, and it stops COMMAND and removes the files."""
+    token = "shared-memory"
+    libc = ctypes.CDLL(None, use_errno=True)
+    p = start(tmp_path, token, [], [EXAMPLE_C_SERVER])
+    try:
+        port, _ = published(p)
+        # It names itself once it runs, beside prebind (bounded).
+        wait_for(lambda: any(comm(pid) == "prebind-guard" for pid in marked(token)), timeout=TIMEOUT)
+        [guard] = [pid for pid in marked(token) if comm(pid) == "prebind-guard"]
+        assert libc.syscall(SYS_KCMP, p.pid, guard, KCMP_VM, 0, 0) == 0, os.strerror(ctypes.get_errno())
+        assert os.getsid(guard) != os.getsid(p.pid) and os.getpgid(guard) != os.getpgid(p.pid)
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        assert_nothing_left(token, tmp_path, [port], "a guard on prebind's memory")
     finally:
         p.kill()
         p.wait(timeout=TIMEOUT)
