@@ -122,6 +122,20 @@ struct guard_region {
 /* linux/kcmp.h's, which musl's toolchain does not have. */
 #define KCMP_VM_ 1
 
+/* AddressSanitizer keeps each thread's stack bounds at the thread
+ * pointer, which the guard would share with prebind: under it, the guard
+ * is a fork(). */
+#if defined(__SANITIZE_ADDRESS__)
+#define GUARD_MAY_SHARE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GUARD_MAY_SHARE 0
+#endif
+#endif
+#ifndef GUARD_MAY_SHARE
+#define GUARD_MAY_SHARE RAW_SYSCALL_INLINE
+#endif
+
 static uint64_t guard_now_usec(void) {
         struct timespec ts = { 0 };
 
@@ -611,8 +625,8 @@ static int guard_entry(void *arg) {
  * which is thus prebind's grandchild: prebind's only children stay COMMAND
  * (and its probes), and a kill of prebind's process tree does not reach
  * it. The guard runs on prebind's memory where this one does (kcmp(2)
- * says so: not under valgrind, which makes this clone a fork); else it
- * is a fork(). */
+ * says so: not under valgrind, which makes this clone a fork) and may
+ * (GUARD_MAY_SHARE); else it is a fork(). */
 static int intermediate(void *arg) {
         struct guard_region *R = arg;
         pid_t pid = -1;
@@ -621,7 +635,7 @@ static int intermediate(void *arg) {
                 R->result = -errno;
                 _exit(EXIT_FAILURE);
         }
-        R->shared = RAW_SYSCALL_INLINE && raw(SYS_kcmp, getpid(), R->st.prebind, KCMP_VM_, 0, 0) == 0;
+        R->shared = GUARD_MAY_SHARE && raw(SYS_kcmp, getpid(), R->st.prebind, KCMP_VM_, 0, 0) == 0;
         if (R->shared)
                 pid = clone(guard_entry, (char *) R + GUARD_REGION_SIZE, CLONE_VM | SIGCHLD, R);
         else if ((pid = fork()) == 0)

@@ -349,6 +349,8 @@ def comm(pid):
 @pytest.mark.skipif(SYS_KCMP is None, reason="the guard runs as a fork() where raw.h has no system call sequence")
 @pytest.mark.skipif(bool(os.environ.get("PREBIND_WRAPPER")),
                     reason="under valgrind the guard is a fork(): it makes such a clone one")
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ,
+                    reason="a build with AddressSanitizer forks the guard (guard.c: GUARD_MAY_SHARE)")
 def test_the_guard_runs_on_prebinds_memory(tmp_path):
     """The guard is no copy of prebind: kcmp(2) finds it on prebind's
     memory, in a session of its own. Killed, prebind leaves the guard
