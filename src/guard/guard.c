@@ -657,6 +657,7 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
                 return -ENOMEM;
         R = mmap(NULL, GUARD_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
         if (R == MAP_FAILED)
+                // cppcheck-suppress memleak ; g is _cleanup_free_, which cppcheck does not follow
                 return -errno;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
                 r = -errno;
