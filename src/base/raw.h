@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__ILP32__) /* not x32: long is 32 bits there */
 #define RAW_SYSCALL_INLINE 1
 static inline long raw_syscall6(long n, long a, long b, long c, long d, long e, long f) {
         register long r10 __asm__("r10") = d;

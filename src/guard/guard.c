@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,6 +102,7 @@ struct table {
 
 struct guard_state {
         pid_t prebind;
+        bool quiet; /* -q: no message */
         uint64_t grace_usec;
         struct table watched; /* struct watched */
         struct table files;   /* struct guarded_file */
@@ -110,9 +112,10 @@ struct guard_state {
 /* What the guard has, at the bottom of its mapping; its stack is the
  * rest, above. */
 struct guard_region {
-        int sock;    /* the guard's end */
-        int result;  /* the intermediate's word: 0, the guard runs; or -errno */
-        bool shared; /* the guard runs on prebind's memory */
+        int sock;       /* the guard's end */
+        int result;     /* the intermediate's word: 0, the guard runs; or -errno */
+        bool may_share; /* prebind's kernel keeps a guard on its memory alive (guard_may_share()) */
+        bool shared;    /* the guard runs on prebind's memory */
         struct guard_state st;
         struct guard_message m;
         char dirents[4096];
@@ -122,13 +125,13 @@ struct guard_region {
 /* linux/kcmp.h's, which musl's toolchain does not have. */
 #define KCMP_VM_ 1
 
-/* AddressSanitizer keeps each thread's stack bounds at the thread
- * pointer, which the guard would share with prebind: under it, the guard
- * is a fork(). */
-#if defined(__SANITIZE_ADDRESS__)
+/* The sanitizers keep each thread's state (AddressSanitizer its stack
+ * bounds) at the thread pointer, which the guard would share with
+ * prebind: under them, the guard is a fork(). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define GUARD_MAY_SHARE 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
 #define GUARD_MAY_SHARE 0
 #endif
 #endif
@@ -335,29 +338,45 @@ static bool is_live_member(const char *name, pid_t pgid) {
         return scan_long(&p, &ppid) && scan_long(&p, &pgrp) && pgrp == (long) pgid && state != 'Z' && state != 'X';
 }
 
+/* getdents64(2)'s record: dirent.h's struct dirent64 is not in every C
+ * library's default view (musl 1.2.4 on). */
+struct linux_dirent64 {
+        uint64_t d_ino;
+        int64_t d_off;
+        unsigned short d_reclen;
+        unsigned char d_type;
+        char d_name[];
+};
+
+/* fn(name, the directory's fd, arg) for each entry of the directory at
+ * path until it returns true. Returns 1 if it did, 0 if not, -errno if
+ * path could not be opened. buf: size bytes for the records. */
+static int dir_each(const char *path, char *buf, size_t size, bool (*fn)(const char *, int, void *), void *arg) {
+        int d = (int) raw(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+        long k;
+
+        if (d < 0)
+                return d;
+        while (r == 0 && (k = raw(SYS_getdents64, d, buf, size)) > 0)
+                for (long o = 0; o < k && r == 0; o += ((const struct linux_dirent64 *) (buf + o))->d_reclen)
+                        r = fn(((const struct linux_dirent64 *) (buf + o))->d_name, d, arg);
+        guard_close(d);
+        return r;
+}
+
+static bool is_live_member_of(const char *name, int dir, void *pgid) {
+        return is_live_member(name, *(pid_t *) pgid);
+}
+
 /* Has process group pgid a member that is not a zombie? kill(-pgid, 0)
  * counts zombies too, and those of a killed prebind wait for init to reap
  * them — for ever, where PID 1 does not reap (some containers). So the
  * members are looked up in /proc. */
 static bool group_has_live_member(pid_t pgid, char *buf, size_t size) {
-        bool live = false;
-        long k;
-        int d;
-
         if (raw(SYS_kill, -pgid, 0) == -ESRCH)
                 return false;
-        d = (int) raw(SYS_openat, AT_FDCWD, "/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (d < 0)
-                return true;
-        while (!live && (k = raw(SYS_getdents64, d, buf, size)) > 0)
-                for (long o = 0; o < k && !live;) {
-                        const struct dirent64 *de = (const struct dirent64 *) (buf + o);
-
-                        live = is_live_member(de->d_name, pgid);
-                        o += de->d_reclen;
-                }
-        guard_close(d);
-        return live;
+        /* No /proc: alive, for all the guard can tell. */
+        return dir_each("/proc", buf, size, is_live_member_of, &pgid) != 0;
 }
 
 static bool command_gone(struct guard_region *R, const struct watched *w) {
@@ -482,6 +501,8 @@ static void say_stopping(const struct guard_state *st, const struct watched *w) 
         struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
         struct timespec zero = { 0 };
 
+        if (st->quiet)
+                return;
         put(line, sizeof line, &at, "prebind: prebind (pid ");
         put_int(line, sizeof line, &at, (int) st->prebind);
         put(line, sizeof line, &at, ") was killed: stopping '");
@@ -570,6 +591,14 @@ static _Noreturn void guard_main(struct guard_region *R) {
         guard_exit(R);
 }
 
+static bool close_above(const char *name, int dir, void *last_kept) {
+        long fd = 0;
+
+        if (scan_long(&name, &fd) && !*name && fd > *(int *) last_kept && fd != dir)
+                guard_close((int) fd);
+        return false;
+}
+
 /* The kernel's struct sigaction (x86-64 and arm64 alike). */
 struct kernel_sigaction {
         void (*handler)(int);
@@ -595,9 +624,9 @@ static void guard_detach(struct guard_region *R) {
         }
         if (R->sock != 3 && raw(SYS_dup3, R->sock, 3, 0) == 3)
                 R->sock = 3;
+        /* Kernels before 5.11 (and valgrind before 3.20): each fd listed. */
         if (raw(SYS_close_range, R->sock + 1, ~0U, 0) < 0)
-                for (int fd = R->sock + 1; fd < 1024; fd++)
-                        guard_close(fd);
+                (void) dir_each("/proc/self/fd", R->dirents, sizeof R->dirents, close_above, &R->sock);
         for (int sig = 1; sig < NSIG; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
                         (void) raw(SYS_rt_sigaction, sig, &dfl, NULL, sizeof none);
@@ -635,13 +664,36 @@ static int intermediate(void *arg) {
                 R->result = -errno;
                 _exit(EXIT_FAILURE);
         }
-        R->shared = GUARD_MAY_SHARE && raw(SYS_kcmp, getpid(), R->st.prebind, KCMP_VM_, 0, 0) == 0;
+        R->shared = GUARD_MAY_SHARE && R->may_share && raw(SYS_kcmp, getpid(), R->st.prebind, KCMP_VM_, 0, 0) == 0;
         if (R->shared)
                 pid = clone(guard_entry, (char *) R + GUARD_REGION_SIZE, CLONE_VM | SIGCHLD, R);
         else if ((pid = fork()) == 0)
                 (void) guard_entry(R);
         R->result = pid < 0 ? -errno : 0;
         _exit(pid < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
+}
+
+/* Where a guard on prebind's memory outlives prebind's deaths but one.
+ * Before Linux 5.16 a core dump killed every process on the dumping one's
+ * memory (zap_threads()): a crash of prebind would take the guard along.
+ * The one left, on every kernel: the OOM killer kills every process on
+ * its victim's memory (README, "Not even when prebind is killed"). */
+static bool guard_may_share(void) {
+        static int known = -1;
+
+        if (known < 0) {
+                struct utsname u;
+                unsigned long major = 0, minor = 0;
+                char *end = NULL;
+
+                if (uname(&u) == 0) {
+                        major = strtoul(u.release, &end, 10);
+                        if (end && *end == '.')
+                                minor = strtoul(end + 1, NULL, 10);
+                }
+                known = major > 5 || (major == 5 && minor >= 16);
+        }
+        return known;
 }
 
 int guard_start(const char *command_name, uint64_t grace_usec, struct guard **ret) {
@@ -669,6 +721,8 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
         R->result = -ECHILD;
         R->st.prebind = getpid();
         R->st.grace_usec = grace_usec;
+        R->st.quiet = log_get_level() < LOG_LEVEL_INFO;
+        R->may_share = guard_may_share();
         quoted = log_shorten(command_name, R->st.command_name);
         if (quoted != R->st.command_name)
                 memcpy(R->st.command_name, quoted, strlen(quoted) + 1);

@@ -374,6 +374,27 @@ def test_the_guard_runs_on_prebinds_memory(tmp_path):
         p.stdout.close()
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_guard_says_what_it_stops_unless_quiet(tmp_path, quiet):
+    """The guard's one line, as prebind's own lines are written; -q
+    silences it as it silences prebind's."""
+    token = "message-q" if quiet else "message"
+    args = [PREBIND, *(["-q"] if quiet else []), f"--port-file={tmp_path}/port", "--", EXAMPLE_C_SERVER]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=dict(os.environ, **{MARK: token}))
+    try:
+        wait_for(lambda: os.path.exists(tmp_path / "port"), timeout=TIMEOUT)
+        [server] = [pid for pid in marked(token) if comm(pid) not in ("prebind", "prebind-guard")]
+        p.kill()
+        # EOF once the guard and the server, the last writers, are gone.
+        _, err = p.communicate(timeout=TIMEOUT)
+        line = f"prebind: prebind (pid {p.pid}) was killed: stopping '{EXAMPLE_C_SERVER}' (pid {server})\n"
+        assert (line not in err.decode()) if quiet else (line in err.decode()), err
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+
+
 def test_opt_out_keeps_the_server(tmp_path):
     """--no-die-with-supervisor: a SIGKILLed prebind leaves the server
     serving, and what prebind published (nobody is left to remove it)."""
