@@ -103,11 +103,20 @@ def accepts_tcp(port, token):
     return not held_by or bool(set(held_by) & set(marked(token)))
 
 
+def cmdline(pid):
+    """pid's command line, or None once it is gone (it may go between the
+    scan that found it and this read)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(bytes(1), b" ").decode()
+    except OSError:
+        return None
+
+
 def leftovers(token, directory, ports):
     """What is left of one start: its processes, files in its directory,
     ports that accept."""
-    left = [f"pid {pid}: {open(f'/proc/{pid}/cmdline', 'rb').read().replace(bytes(1), b' ').decode()!r}"
-            for pid in marked(token) if os.path.exists(f"/proc/{pid}")]
+    left = [f"pid {pid}: {line!r}" for pid in marked(token) if (line := cmdline(pid)) is not None]
     left += [f"file {name}" for name in sorted(os.listdir(directory))]
     left += [f"port {port} accepts" for port in ports if accepts_tcp(port, token)]
     return left
