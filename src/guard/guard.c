@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -25,10 +23,8 @@
 #include "guard.h"
 #include "log.h"
 #include "macro.h"
-#include "parse.h"
 #include "process.h"
 #include "raw.h"
-#include "signals.h"
 
 /* How long prebind waits, on a clean exit, for the guard to be gone. */
 #define GUARD_EXIT_WAIT_MS 2000

@@ -370,8 +370,11 @@ def test_the_guard_runs_on_prebinds_memory(tmp_path):
     try:
         port, _ = published(p)
         # It names itself once it runs, beside prebind (bounded).
-        wait_for(lambda: any(comm(pid) == "prebind-guard" for pid in marked(token)), timeout=TIMEOUT)
-        [guard] = [pid for pid in marked(token) if comm(pid) == "prebind-guard"]
+        def guards():
+            return [pid for pid in marked(token) if comm(pid) == "prebind-guard"]
+
+        wait_for(lambda: len(guards()) == 1, timeout=TIMEOUT)
+        [guard] = guards()
         assert libc.syscall(SYS_KCMP, p.pid, guard, KCMP_VM, 0, 0) == 0, os.strerror(ctypes.get_errno())
         assert os.getsid(guard) != os.getsid(p.pid) and os.getpgid(guard) != os.getpgid(p.pid)
         p.kill()
