@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "exitcode.h"
 #include "macro.h"
 #include "process.h"
+#include "raw.h"
 
 /* Linux 5.3, on every architecture (the unified syscall table). */
 #ifndef SYS_pidfd_open
@@ -279,6 +281,55 @@ int command_resolve(const char *name, char *const *envp, char **ret) {
         return err;
 }
 
+/* Room left below this function's frame pointer for the rest of its
+ * frame and for what clone() puts on the stack as it is called (a return
+ * address: glibc's and musl's clone() are a few instructions around the
+ * system call). The child's stack starts below. */
+#define CLONE_VFORK_GAP 512
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CLONE_VFORK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CLONE_VFORK_ASAN 1
+#endif
+#endif
+#ifdef CLONE_VFORK_ASAN
+/* sanitizer/asan_interface.h's */
+void __asan_handle_no_return(void);
+#endif
+
+__attribute__((noinline)) pid_t clone_vfork(int (*fn)(void *), void *arg, int flags) {
+        /* The frame address, not a local's: under AddressSanitizer a local
+         * may live on a fake stack of its own. */
+        uintptr_t top = ((uintptr_t) __builtin_frame_address(0) - CLONE_VFORK_GAP) & ~(uintptr_t) 15;
+        /* The kernel's masks, not sigprocmask()'s: musl's leaves its own
+         * signals (32-34) out of the mask it returns, and restoring that
+         * would unblock them where prebind blocks them. */
+        uint64_t all = ~(uint64_t) 0, mask = 0;
+        pid_t pid;
+        int err;
+
+        /* No signal handler's frame may land on the child's stack (below
+         * ours) until clone() returns: prebind has none, and blocks every
+         * signal all the same, as posix_spawn() does. The child starts
+         * with the mask blocked: each one sets its own, or execs or exits
+         * without a handler. */
+        (void) raw(SYS_rt_sigprocmask, SIG_BLOCK, &all, &mask, sizeof mask);
+        // NOLINTNEXTLINE(performance-no-int-to-ptr): a stack address, below the frames in use
+        pid = clone(fn, (void *) top, CLONE_VM | CLONE_VFORK | flags, arg);
+        err = errno;
+        (void) raw(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, sizeof mask);
+
+#ifdef CLONE_VFORK_ASAN
+        /* The child's frames left their redzones poisoned below ours
+         * (it exec'd or exited, never returned): cleared, as before any
+         * function that does not return. */
+        __asan_handle_no_return();
+#endif
+        return pid < 0 ? -err : pid;
+}
+
 /* -1: not known yet; 0: such a clone is a fork(); 1: it shares. */
 static int clone_vm_shares = -1;
 
@@ -293,10 +344,8 @@ static int clone_vm_probe(void *arg) {
 
 bool clone_vm_shares_memory(void) {
         if (clone_vm_shares < 0) {
-                char stack[4096] __attribute__((aligned(16)));
                 volatile int written = 0;
-                pid_t pid = clone(clone_vm_probe, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                                  (void *) &written);
+                pid_t pid = clone_vfork(clone_vm_probe, (void *) &written, SIGCHLD);
 
                 while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                         ;

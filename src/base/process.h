@@ -18,6 +18,16 @@ int exit_status_of(int wait_status);
  * until it returns 0. */
 int reap_one(pid_t *ret_pid, int *ret_status);
 
+/* clone(CLONE_VM | CLONE_VFORK | flags): fn(arg) runs in a child on
+ * prebind's memory while prebind waits in this call, until the child
+ * execs or exits, as a vfork() child does. Like one, it runs on this
+ * stack, below the frames in use: the pages it touches are those that
+ * prebind's own calls touch, not a buffer reserved in a caller's frame
+ * (below which the caller's calls would touch pages of their own). fn
+ * must not return into this function: it execs or _exit()s. Returns the
+ * child's pid or -errno. */
+pid_t clone_vfork(int (*fn)(void *), void *arg, int flags);
+
 /* Does a clone(CLONE_VM | CLONE_VFORK) child share prebind's memory? Not
  * under valgrind, which runs such a clone as a fork(): the children that
  * report through shared memory are then started by fork(). Known from the

@@ -72,7 +72,8 @@ struct guard {
  * library function that keeps state — only string and memory functions
  * —, makes its system calls with raw() (raw.h: errno stays prebind's),
  * and keeps everything in a mapping of its own (struct guard_region),
- * its stack at the top, its tables in mappings it grows itself. Where
+ * its stack below its state, its tables there or in mappings it grows
+ * itself. Where
  * such a clone is not possible (raw.h has no system call sequence,
  * kcmp(2) is refused, valgrind) the same code runs in a fork(). */
 
@@ -90,11 +91,17 @@ struct watched {
         int pidfd;  /* -1: none */
 };
 
-/* An array in a mapping of its own, grown by mremap(2). */
+/* An array: in room of the guard's region at first (if it has any),
+ * then in a mapping of its own, grown by mremap(2). */
 struct table {
         void *items;
         size_t n, bytes;
+        bool mapped; /* items is a mapping of its own */
 };
+
+/* COMMANDs watched at once without a mapping of their own: the serving
+ * one and those of a reload or two. */
+#define WATCHED_INLINE 4
 
 struct guard_state {
         pid_t prebind;
@@ -102,12 +109,21 @@ struct guard_state {
         uint64_t grace_usec;
         struct table watched; /* struct watched */
         struct table files;   /* struct guarded_file */
+        struct watched watched_inline[WATCHED_INLINE];
         char command_name[LOG_QUOTE_SIZE];
 };
 
-/* What the guard has, at the bottom of its mapping; its stack is the
- * rest, above. */
+/* The guard's stack, below its state in the same mapping. Sized so that
+ * its top and what is used at every start (the state up to the first
+ * bytes of a message) share one page: a guard that is never needed
+ * costs prebind one page of memory. What lies deeper is touched only by
+ * a deep call (none while prebind lives). */
+#define GUARD_STACK_SIZE (13 * 4096 + 3072)
+
+/* What the guard has: one mapping, its stack at the bottom, growing
+ * down from its state. */
 struct guard_region {
+        char stack[GUARD_STACK_SIZE];
         int sock;       /* the guard's end */
         int result;     /* the intermediate's word: 0, the guard runs; or -errno */
         bool may_share; /* prebind's kernel keeps a guard on its memory alive (guard_may_share()) */
@@ -116,7 +132,10 @@ struct guard_region {
         struct guard_message m;
         char dirents[4096];
 };
-#define GUARD_REGION_SIZE (64 * 1024)
+#define GUARD_REGION_SIZE ((sizeof(struct guard_region) + 4095) & ~(size_t) 4095)
+_Static_assert(offsetof(struct guard_region, m.path) % 4096 < 4096 - 256 &&
+                       offsetof(struct guard_region, m.path) / 4096 == offsetof(struct guard_region, sock) / 4096,
+               "the guard's state, a message's header and a short path share the page of its stack's top");
 
 /* linux/kcmp.h's, which musl's toolchain does not have. */
 #define KCMP_VM_ 1
@@ -165,20 +184,24 @@ static bool table_grow(struct table *t, size_t size) {
 
         if (want <= t->bytes)
                 return true;
-        bytes = t->bytes ? 2 * t->bytes : (size_t) 4096 * ((size + 4095) / 4096);
+        bytes = t->mapped ? 2 * t->bytes : (size_t) 4096 * ((want + 4095) / 4096);
         if (bytes < want)
                 bytes = want;
-        p = t->items ? raw(SYS_mremap, t->items, t->bytes, bytes, MREMAP_MAYMOVE)
-                     : raw(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        p = t->mapped ? raw(SYS_mremap, t->items, t->bytes, bytes, MREMAP_MAYMOVE)
+                      : raw(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p < 0 && p > -4096)
                 return false;
+        /* Out of the region's room: what was there comes along. */
+        if (!t->mapped && t->n > 0)
+                memcpy((void *) p, t->items, t->n * size); // NOLINT(performance-no-int-to-ptr)
         t->items = (void *) p; // NOLINT(performance-no-int-to-ptr): mmap(2)'s result is an address
         t->bytes = bytes;
+        t->mapped = true;
         return true;
 }
 
 static void table_free(struct table *t) {
-        if (t->items)
+        if (t->mapped)
                 (void) raw(SYS_munmap, t->items, t->bytes);
         *t = (struct table) { 0 };
 }
@@ -662,7 +685,7 @@ static int intermediate(void *arg) {
         }
         R->shared = GUARD_MAY_SHARE && R->may_share && raw(SYS_kcmp, getpid(), R->st.prebind, KCMP_VM_, 0, 0) == 0;
         if (R->shared)
-                pid = clone(guard_entry, (char *) R + GUARD_REGION_SIZE, CLONE_VM | SIGCHLD, R);
+                pid = clone(guard_entry, &R->sock, CLONE_VM | SIGCHLD, R);
         else if ((pid = fork()) == 0)
                 (void) guard_entry(R);
         R->result = pid < 0 ? -errno : 0;
@@ -694,8 +717,6 @@ static bool guard_may_share(void) {
 
 int guard_start(const char *command_name, uint64_t grace_usec, struct guard **ret) {
         _cleanup_free_ struct guard *g = calloc(1, sizeof *g);
-        /* The intermediate's stack: it calls setsid(), kcmp() and clone(). */
-        char stack[8192] __attribute__((aligned(16)));
         struct guard_region *R;
         const char *quoted;
         int pair[2], r;
@@ -714,6 +735,7 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
                 return r;
         }
         R->sock = pair[1];
+        R->st.watched = (struct table) { .items = R->st.watched_inline, .bytes = sizeof R->st.watched_inline };
         R->result = -ECHILD;
         R->st.prebind = getpid();
         R->st.grace_usec = grace_usec;
@@ -726,8 +748,8 @@ int guard_start(const char *command_name, uint64_t grace_usec, struct guard **re
          * from the guard to wait for: when clone() returns, the
          * intermediate is gone and the guard holds its end of the socket
          * (what prebind sends meanwhile waits there for it). */
-        mid = clone(intermediate, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, R);
-        r = mid < 0 ? -errno : R->result;
+        mid = clone_vfork(intermediate, R, SIGCHLD);
+        r = mid < 0 ? mid : R->result;
         close(pair[1]);
         /* ECHILD: SIGCHLD is ignored (inherited), and the kernel reaped it. */
         while (mid > 0 && (waited = waitpid(mid, NULL, 0)) < 0 && errno == EINTR)

@@ -241,18 +241,17 @@ static int probe_child_main(void *unused) {
 }
 
 int intercept_seccomp_probe_child(unsigned *ret_flags) {
-        /* Its stack; prebind is suspended until the child exits
-         * (CLONE_VFORK): no page tables to copy, as fork() would. */
-        static char stack[16384] __attribute__((aligned(16)));
         int status;
         pid_t pid;
 
 #ifndef SC_AUDIT_ARCH
         return -EOPNOTSUPP;
 #endif
-        pid = clone(probe_child_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+        /* prebind is suspended until the child exits: no page tables
+         * to copy, as fork() would. */
+        pid = clone_vfork(probe_child_main, NULL, SIGCHLD);
         if (pid < 0)
-                return -errno;
+                return pid;
         while (waitpid(pid, &status, 0) < 0)
                 if (errno != EINTR)
                         return -errno;

@@ -245,16 +245,14 @@ static bool can_spawn_direct(const struct spawn_plan *plan) {
 }
 
 static int spawn_direct(const struct spawn_plan *plan, struct spawned *ret) {
-        /* The child's stack: execvpe() builds each PATH candidate on it. */
-        char stack[16384] __attribute__((aligned(16)));
         /* 1: never written, the child ran on a copy of prebind's memory
          * (valgrind): its exec's outcome is its exit status, later. */
         struct direct d = { .plan = plan, .parent = getpid(), .result = 1 };
         pid_t pid;
 
-        pid = clone(direct_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &d);
+        pid = clone_vfork(direct_child, &d, SIGCHLD);
         if (pid < 0)
-                return -errno;
+                return pid;
         if (d.result == 1) {
                 clone_vm_learned(false);
                 d.result = 0;

@@ -5,7 +5,7 @@
 
 #include "rules.h"
 
-const char *const watch_default_ignores[] = {
+const char watch_default_ignores[][16] = {
         ".git",        ".hg",         ".svn",  ".jj", /* version control */
         "__pycache__", "*.pyc",       "*.pyo", ".pytest_cache",
         ".mypy_cache", ".ruff_cache", ".tox",  "node_modules",

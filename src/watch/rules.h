@@ -13,8 +13,9 @@
 /* Names that no reload should follow (prebind(1), --watch-ignore): version
  * control, caches that a server writes itself, editors' swap, backup and
  * lock files, and vim's probe file "4913" (it checks that it may write a
- * directory by creating and deleting it). */
-extern const char *const watch_default_ignores[];
+ * directory by creating and deleting it). Arrays, not pointers: no
+ * relocation for the loader to write at every start (see meson.build). */
+extern const char watch_default_ignores[][16];
 extern const size_t watch_n_default_ignores;
 
 /* Does glob match path (relative to a watched root, '/'-separated)? A

@@ -501,3 +501,31 @@ def test_sigkill_after_an_overlapping_reload_leaves_no_generation(tmp_path, kind
             p.stderr.close()
             for pid in marked(token):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_sigkill_with_many_generations_alive_stops_them_all(tmp_path):
+    """Six generations that ignore SIGTERM, alive at once (five reloads,
+    each one's predecessor told to stop and staying): more than the
+    guard keeps in its first page, so its list moves to a mapping of its
+    own on the way. A SIGKILLed prebind leaves none of them."""
+    token = f"{os.getpid()}-many-generations"
+    extra, script = RETIREES["command"]
+    p = subprocess.Popen([PREBIND, "-v", "--print", f"--port-file={tmp_path}/port", "-l", "127.0.0.1:0",
+                          "--reload=overlap", "--ready-log=^ready$", *extra, "--", "sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **{MARK: token}))
+    try:
+        port = published_port(p)
+        for generation in range(1, 6):
+            p.send_signal(signal.SIGHUP)
+            stderr_until(p, f"generation {generation} (pid ")
+        assert len([pid for pid in marked(token) if comm(pid) in ("sh", "sleep")]) == 6
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        assert_nothing_left(token, tmp_path, [port], "six generations")
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        p.stdout.close()
+        p.stderr.close()
+        for pid in marked(token):
+            os.kill(pid, signal.SIGKILL)
