@@ -649,9 +649,14 @@ static void guard_detach(struct guard_region *R) {
         for (int sig = 1; sig < NSIG; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
                         (void) raw(SYS_rt_sigaction, sig, &dfl, NULL, sizeof none);
-        /* The guard writes to stderr, whose reader may be gone; and only a
-         * kill() can send it anything else. SIGTERM stays fatal. */
+        /* The guard writes to stderr, whose reader may be gone, or which
+         * may be the terminal of its session, its group a background one
+         * (with TOSTOP, the write proceeds only if SIGTTOU is ignored;
+         * else it fails, or stops the guard if a subreaper of that
+         * session adopted it); and only a kill() can send it anything
+         * else. SIGTERM stays fatal. */
         (void) raw(SYS_rt_sigaction, SIGPIPE, &ign, NULL, sizeof none);
+        (void) raw(SYS_rt_sigaction, SIGTTOU, &ign, NULL, sizeof none);
         (void) raw(SYS_rt_sigaction, SIGHUP, &ign, NULL, sizeof none);
         (void) raw(SYS_rt_sigaction, SIGINT, &ign, NULL, sizeof none);
         (void) raw(SYS_rt_sigaction, SIGQUIT, &ign, NULL, sizeof none);
@@ -667,9 +672,12 @@ static int guard_entry(void *arg) {
 }
 
 /* The intermediate: on prebind's memory, prebind stopped until it exits.
- * It makes the session (it is no group leader): a kill of prebind's
- * process group misses the guard, and no terminal is its controlling one
- * (no SIGTTOU for its one message, no hangup). Then it starts the guard,
+ * It makes a process group of its own, for the guard to be born in: a
+ * kill of prebind's process group misses the guard, and a terminal's
+ * signals (its foreground group's) never reach it. Not a session: the
+ * kernel gives each one a scheduling group (autogroup), 14 us to make
+ * and more to free at every start, for nothing the guard needs (it
+ * ignores SIGHUP and SIGTTOU, and reads no terminal). Then it starts the guard,
  * which is thus prebind's grandchild: prebind's only children stay COMMAND
  * (and its probes), and a kill of prebind's process tree does not reach
  * it. The guard runs on prebind's memory where this one does (kcmp(2)
@@ -679,7 +687,7 @@ static int intermediate(void *arg) {
         struct guard_region *R = arg;
         pid_t pid = -1;
 
-        if (setsid() < 0) {
+        if (setpgid(0, 0) < 0) {
                 R->result = -errno;
                 _exit(EXIT_FAILURE);
         }

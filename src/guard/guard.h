@@ -11,9 +11,9 @@
  * COMMAND itself gets the kernel's parent-death signal (spawn.c); but that
  * is cleared by a set-user-ID exec or a change of credentials, and never
  * reaches the rest of a --group process group. So a small process watches
- * prebind from outside: a grandchild of prebind in a session of its own
- * (a kill of prebind's process group, or of prebind's process tree, does
- * not take it along), on prebind's memory (guard.c says how), that holds
+ * prebind from outside: a grandchild of prebind in a process group of its
+ * own (a kill of prebind's process group, or of prebind's process tree,
+ * does not take it along), on prebind's memory (guard.c says how), that holds
  * one end of a socket pair and nothing else of prebind's fds — no
  * listening socket, no pipe, not stdin or stdout. prebind
  * tells it over the socket which COMMANDs run (every generation alive,

@@ -12,12 +12,14 @@ prebind's own forks have it too), so what is left of a start is found in
 /proc whatever its parent, name or process group."""
 
 import ctypes
+import fcntl
 import os
 import random
 import selectors
 import signal
 import socket
 import subprocess
+import termios
 import time
 
 import pytest
@@ -240,8 +242,8 @@ def test_sigkill_of_a_serving_prebind(tmp_path, group):
 
 def test_sigkill_of_prebinds_process_group_a_harness_kills(tmp_path):
     """A harness that kills the whole process group (a CI runner's timeout,
-    'kill -9 -PGID'): COMMAND in that group dies with it, the guard in its
-    own session does not, and stops the --group member that was outside
+    'kill -9 -PGID'): COMMAND in that group dies with it, the guard in a
+    group of its own does not, and stops the --group member that was outside
     and removes the files."""
     token = "killpg"
     pidfile = tmp_path / "member.pid"
@@ -362,7 +364,8 @@ def comm(pid):
                     reason="a build with AddressSanitizer forks the guard (guard.c: GUARD_MAY_SHARE)")
 def test_the_guard_runs_on_prebinds_memory(tmp_path):
     """The guard is no copy of prebind: kcmp(2) finds it on prebind's
-    memory, in a session of its own. Killed, prebind leaves the guard
+    memory, in a process group of its own (not a session: the kernel
+    would make a scheduling group for it at every start). Killed, prebind leaves the guard
     alone on that memory, and it stops COMMAND and removes the files."""
     token = "shared-memory"
     libc = ctypes.CDLL(None, use_errno=True)
@@ -376,7 +379,8 @@ def test_the_guard_runs_on_prebinds_memory(tmp_path):
         wait_for(lambda: len(guards()) == 1, timeout=TIMEOUT)
         [guard] = guards()
         assert libc.syscall(SYS_KCMP, p.pid, guard, KCMP_VM, 0, 0) == 0, os.strerror(ctypes.get_errno())
-        assert os.getsid(guard) != os.getsid(p.pid) and os.getpgid(guard) != os.getpgid(p.pid)
+        assert os.getpgid(guard) not in (os.getpgid(p.pid), os.getpgid(0)), "in prebind's group, or the caller's"
+        assert os.getsid(guard) == os.getsid(p.pid)
         p.kill()
         p.wait(timeout=TIMEOUT)
         assert_nothing_left(token, tmp_path, [port], "a guard on prebind's memory")
@@ -411,6 +415,64 @@ def test_the_guard_says_what_it_stops_unless_quiet(tmp_path, quiet):
     finally:
         p.kill()
         p.wait(timeout=TIMEOUT)
+
+
+def test_the_guard_writes_to_a_terminal_that_stops_background_writers(tmp_path):
+    """stderr is the terminal of prebind's session, whose shell runs
+    prebind as its foreground job, with TOSTOP set (stty tostop): a
+    write from a background group is refused (EIO, for an orphaned group
+    as the guard's is once it is init's) or stops its writer (SIGTTOU),
+    unless the writer ignores SIGTTOU, as the guard does. Killed,
+    prebind's server is stopped and the guard's line is on the terminal."""
+    token = "tostop"
+    master, slave = os.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[3] |= termios.TOSTOP
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+
+    def take_terminal():
+        # In the new session: the terminal becomes its controlling one.
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    # The shell stays in the session after prebind, as an interactive
+    # one would: the terminal is still the session's when the guard writes.
+    # Only prebind's start carries the marker: env execs prebind.
+    # (Its exit would continue a stopped guard: an orphaned group's
+    # stopped members get SIGHUP and SIGCONT.)
+    script = f'set -m; "$@"; echo prebind-gone; sleep {DEADLINE + TIMEOUT}'
+    shell = subprocess.Popen(["bash", "-c", script, "bash", "env", f"{MARK}={token}", PREBIND,
+                              f"--port-file={tmp_path}/port", "--", EXAMPLE_C_SERVER],
+                             stdin=slave, stdout=slave, stderr=slave, start_new_session=True, preexec_fn=take_terminal)
+    os.close(slave)
+    output = b""
+    try:
+        wait_for(lambda: os.path.exists(tmp_path / "port"), timeout=TIMEOUT)
+        port = int((tmp_path / "port").read_text())
+        with open(f"/proc/{shell.pid}/task/{shell.pid}/children") as f:
+            [prebind] = [int(pid) for pid in f.read().split()]
+        # prebind's group is the terminal's foreground one, not the guard's.
+        assert os.tcgetpgrp(master) == os.getpgid(prebind)
+        os.kill(prebind, signal.SIGKILL)
+        assert_nothing_left(token, tmp_path, [port], "TOSTOP")
+        with selectors.DefaultSelector() as sel:
+            sel.register(master, selectors.EVENT_READ)
+            deadline = time.monotonic() + TIMEOUT
+            while b"prebind-gone" not in output or b"was killed: stopping" not in output:
+                left = deadline - time.monotonic()
+                try:
+                    chunk = os.read(master, 65536) if left > 0 and sel.select(left) else b""
+                except OSError:  # EIO: no one has the terminal open any more
+                    chunk = b""
+                if not chunk:
+                    break
+                output += chunk
+        assert f"prebind: prebind (pid {prebind}) was killed: stopping".encode() in output, output
+    finally:
+        shell.kill()
+        shell.wait(timeout=TIMEOUT)
+        os.close(master)
+        for pid in marked(token):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_opt_out_keeps_the_server(tmp_path):
