@@ -133,6 +133,7 @@ struct guard_region {
         char dirents[4096];
 };
 #define GUARD_REGION_SIZE ((sizeof(struct guard_region) + 4095) & ~(size_t) 4095)
+_Static_assert(offsetof(struct guard_region, sock) % 16 == 0, "the guard's stack starts 16-byte aligned");
 _Static_assert(offsetof(struct guard_region, m.path) % 4096 < 4096 - 256 &&
                        offsetof(struct guard_region, m.path) / 4096 == offsetof(struct guard_region, sock) / 4096,
                "the guard's state, a message's header and a short path share the page of its stack's top");
@@ -618,13 +619,41 @@ static bool close_above(const char *name, int dir, void *last_kept) {
         return false;
 }
 
-/* The kernel's struct sigaction (x86-64 and arm64 alike). */
+#if RAW_SYSCALL_INLINE
+/* The kernel's struct sigaction and mask, x86-64's and arm64's (raw.h's
+ * architectures): the guard may be on prebind's memory there. */
 struct kernel_sigaction {
         void (*handler)(int);
         unsigned long flags;
         void (*restorer)(void);
         uint64_t mask;
 };
+
+static void guard_signal(int sig, void (*handler)(int)) {
+        struct kernel_sigaction a = { .handler = handler };
+
+        (void) raw(SYS_rt_sigaction, sig, &a, NULL, sizeof a.mask);
+}
+
+static void guard_unblock_all(void) {
+        uint64_t none = 0;
+
+        (void) raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none);
+}
+#else
+/* Elsewhere (MIPS's masks are 128 bits, its struct another) the guard is
+ * a fork() (GUARD_MAY_SHARE): the C library's calls are its own. */
+static void guard_signal(int sig, void (*handler)(int)) {
+        (void) signal(sig, handler);
+}
+
+static void guard_unblock_all(void) {
+        sigset_t none;
+
+        sigemptyset(&none);
+        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+}
+#endif
 
 /* In the guard, first: /dev/null for stdin and stdout (a reader of
  * prebind's stdout waits for no guard), stderr kept for the message, the
@@ -633,8 +662,7 @@ struct kernel_sigaction {
  * below, and none blocked. Here, not in the intermediate: prebind waits
  * for the intermediate, not for this. */
 static void guard_detach(struct guard_region *R) {
-        struct kernel_sigaction dfl = { .handler = SIG_DFL }, ign = { .handler = SIG_IGN };
-        uint64_t none = 0;
+        static const int ignored[] = { SIGPIPE, SIGTTOU, SIGTTIN, SIGTSTP, SIGHUP, SIGINT, SIGQUIT };
         int null = (int) raw(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
 
         if (null >= 0) {
@@ -648,19 +676,18 @@ static void guard_detach(struct guard_region *R) {
                 (void) dir_each("/proc/self/fd", R->dirents, sizeof R->dirents, close_above, &R->sock);
         for (int sig = 1; sig < NSIG; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
-                        (void) raw(SYS_rt_sigaction, sig, &dfl, NULL, sizeof none);
+                        guard_signal(sig, SIG_DFL);
         /* The guard writes to stderr, whose reader may be gone, or which
          * may be the terminal of its session, its group a background one
          * (with TOSTOP, the write proceeds only if SIGTTOU is ignored;
          * else it fails, or stops the guard if a subreaper of that
-         * session adopted it); and only a kill() can send it anything
-         * else. SIGTERM stays fatal. */
-        (void) raw(SYS_rt_sigaction, SIGPIPE, &ign, NULL, sizeof none);
-        (void) raw(SYS_rt_sigaction, SIGTTOU, &ign, NULL, sizeof none);
-        (void) raw(SYS_rt_sigaction, SIGHUP, &ign, NULL, sizeof none);
-        (void) raw(SYS_rt_sigaction, SIGINT, &ign, NULL, sizeof none);
-        (void) raw(SYS_rt_sigaction, SIGQUIT, &ign, NULL, sizeof none);
-        (void) raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none);
+         * session adopted it); a process of the session may make its
+         * group the terminal's foreground one (tcsetpgrp()), whose ^Z
+         * would stop it. Only a kill() sends it anything else: SIGTERM
+         * stays fatal. */
+        for (size_t i = 0; i < ELEMENTSOF(ignored); i++)
+                guard_signal(ignored[i], SIG_IGN);
+        guard_unblock_all();
         (void) raw(SYS_prctl, PR_SET_NAME, "prebind-guard", 0, 0, 0);
 }
 
