@@ -296,6 +296,9 @@ def test_a_holder_during_the_linger_keeps_the_server(runtime):
     # 5 s linger, even on a loaded machine.
     a = holder(["--share=web", "--share-linger=5s", "--print", "--", *HTTP], runtime)
     port = first_line(a)
+    # Published once the socket listens, maybe before the server's shell
+    # has run (seen once in CI, on a loaded machine): its pid, bounded.
+    assert wait_for(lambda: pids(runtime)), "the server never wrote its pid"
     a.terminate()
     assert a.wait(timeout=TIMEOUT) == 0
     assert wait_for(lambda: "0 holders" in status(runtime, "web").stdout, timeout=5, interval=0.05), "no linger"
@@ -327,6 +330,7 @@ def test_stdin_hangup_and_parent_death_end_a_holder(runtime):
     # stdin a pipe: closing it lets go.
     a = holder(["--share=web", "--print", "--", *HTTP], runtime, stdin=subprocess.PIPE)
     port = first_line(a)
+    assert wait_for(lambda: pids(runtime)), "the server never wrote its pid"
     a.stdin.close()
     assert a.wait(timeout=TIMEOUT) == 0
     # Its parent killed: the kernel's SIGTERM (PR_SET_PDEATHSIG) lets go.
