@@ -73,8 +73,7 @@ struct guard {
  * —, makes its system calls with raw() (raw.h: errno stays prebind's),
  * and keeps everything in a mapping of its own (struct guard_region),
  * its stack below its state, its tables there or in mappings it grows
- * itself. Where
- * such a clone is not possible (raw.h has no system call sequence,
+ * itself. Where such a clone is not possible (raw.h has no system call sequence,
  * kcmp(2) is refused, valgrind) the same code runs in a fork(). */
 
 struct guarded_file {

@@ -11,6 +11,7 @@ passes it on to COMMAND, and COMMAND to its children; the guard and
 prebind's own forks have it too), so what is left of a start is found in
 /proc whatever its parent, name or process group."""
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -534,6 +535,26 @@ def stderr_until(p, text, timeout=TIMEOUT):
     return data.decode(errors="replace")
 
 
+@contextlib.contextmanager
+def overlapping(directory, token, kind):
+    """prebind --reload=overlap with RETIREES[kind] as COMMAND, stdout and
+    stderr piped; whatever the test did, killed after, with every process
+    of the start."""
+    extra, script = RETIREES[kind]
+    p = subprocess.Popen([PREBIND, "-v", "--print", f"--port-file={directory}/port", "-l", "127.0.0.1:0",
+                          "--reload=overlap", "--ready-log=^ready$", *extra, "--", "sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **{MARK: token}))
+    try:
+        yield p
+    finally:
+        p.kill()
+        p.wait(timeout=TIMEOUT)
+        p.stdout.close()
+        p.stderr.close()
+        for pid in marked(token):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("kind", RETIREES)
 def test_sigkill_after_an_overlapping_reload_leaves_no_generation(tmp_path, kind):
     """50 starts: generation 1 serves, a reload makes generation 2 ready
@@ -541,28 +562,17 @@ def test_sigkill_after_an_overlapping_reload_leaves_no_generation(tmp_path, kind
     does not); prebind is SIGKILLed then. Both generations, their groups
     and the files are gone, each time. (Under valgrind, where a start
     takes seconds, 10.)"""
-    extra, script = RETIREES[kind]
     for i in range(10 if os.environ.get("PREBIND_WRAPPER") else 50):
         directory = tmp_path / str(i)
         directory.mkdir()
         token = f"{os.getpid()}-retiree-{kind}-{i}"
-        p = subprocess.Popen([PREBIND, "-v", "--print", f"--port-file={directory}/port", "-l", "127.0.0.1:0",
-                              "--reload=overlap", "--ready-log=^ready$", *extra, "--", "sh", "-c", script],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **{MARK: token}))
-        try:
+        with overlapping(directory, token, kind) as p:
             port = published_port(p)
             p.send_signal(signal.SIGHUP)
             stderr_until(p, "generation 1 (pid ")  # "... told to stop"
             p.kill()
             p.wait(timeout=TIMEOUT)
             assert_nothing_left(token, directory, [port], f"{kind}, start {i}")
-        finally:
-            p.kill()
-            p.wait(timeout=TIMEOUT)
-            p.stdout.close()
-            p.stderr.close()
-            for pid in marked(token):
-                os.kill(pid, signal.SIGKILL)
 
 
 def test_sigkill_with_many_generations_alive_stops_them_all(tmp_path):
@@ -571,11 +581,7 @@ def test_sigkill_with_many_generations_alive_stops_them_all(tmp_path):
     guard keeps in its first page, so its list moves to a mapping of its
     own on the way. A SIGKILLed prebind leaves none of them."""
     token = f"{os.getpid()}-many-generations"
-    extra, script = RETIREES["command"]
-    p = subprocess.Popen([PREBIND, "-v", "--print", f"--port-file={tmp_path}/port", "-l", "127.0.0.1:0",
-                          "--reload=overlap", "--ready-log=^ready$", *extra, "--", "sh", "-c", script],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **{MARK: token}))
-    try:
+    with overlapping(tmp_path, token, "command") as p:
         port = published_port(p)
         for generation in range(1, 6):
             p.send_signal(signal.SIGHUP)
@@ -584,10 +590,3 @@ def test_sigkill_with_many_generations_alive_stops_them_all(tmp_path):
         p.kill()
         p.wait(timeout=TIMEOUT)
         assert_nothing_left(token, tmp_path, [port], "six generations")
-    finally:
-        p.kill()
-        p.wait(timeout=TIMEOUT)
-        p.stdout.close()
-        p.stderr.close()
-        for pid in marked(token):
-            os.kill(pid, signal.SIGKILL)
