@@ -131,14 +131,25 @@ int fd_recv_message(int sock, void *data, size_t size, int *fds, size_t max_fds,
         return n;
 }
 
+socklen_t unix_address(struct sockaddr_un *ret, const char *name, bool abstract) {
+        size_t len = strlen(name), size = len + (abstract ? 0 : 1);
+
+        if (len == 0 || size > sizeof ret->sun_path)
+                return 0;
+        *ret = (struct sockaddr_un) { .sun_family = AF_UNIX };
+        memcpy(ret->sun_path, name, len);
+        if (abstract)
+                ret->sun_path[0] = '\0';
+        return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + size);
+}
+
 bool unix_socket_is_stale(const char *path) {
-        struct sockaddr_un addr = { .sun_family = AF_UNIX };
-        size_t len = strlen(path);
+        struct sockaddr_un addr;
+        socklen_t len = unix_address(&addr, path, false);
         int fd, r;
 
-        if (len == 0 || len >= sizeof addr.sun_path)
+        if (len == 0)
                 return false;
-        memcpy(addr.sun_path, path, len);
         /* Non-blocking: a live listener with a full backlog (one that never
          * accepts) makes connect() wait for room, forever. EAGAIN then
          * means "in use", like any answer but ECONNREFUSED — which the
@@ -147,7 +158,7 @@ bool unix_socket_is_stale(const char *path) {
         fd = (int) raw(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return false;
-        r = (int) raw(SYS_connect, fd, &addr, offsetof(struct sockaddr_un, sun_path) + len);
+        r = (int) raw(SYS_connect, fd, &addr, len);
         (void) raw(SYS_close, fd);
         return r == -ECONNREFUSED;
 }

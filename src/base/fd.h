@@ -4,7 +4,9 @@
 #include <stddef.h>
 
 #include <stdbool.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 /* What to do with each open fd of a range. */
 enum fd_action {
@@ -47,6 +49,14 @@ int fd_send_message(int sock, const void *data, size_t len, const int *fds, size
  * message cut short (MSG_TRUNC, MSG_CTRUNC) is -EBADMSG, its fds closed.
  * Made of raw system calls (raw.h): the guard may call it. */
 int fd_recv_message(int sock, void *data, size_t size, int *fds, size_t max_fds, size_t *ret_len);
+
+/* ret, the address of a unix socket named name: a path, or with
+ * abstract, a name in the abstract namespace whose first byte (prebind
+ * writes it '@') becomes the NUL. A path's length counts its NUL, an
+ * abstract name's only its bytes. Returns the length for bind() and
+ * connect(), or 0 if name is empty or too long for sun_path. One copy
+ * for every socket prebind names, checked here. */
+socklen_t unix_address(struct sockaddr_un *ret, const char *name, bool abstract);
 
 /* Is the unix socket file at path one that nobody is bound to any more
  * (connect() is refused)? A path that is not there, or too long for

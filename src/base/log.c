@@ -252,7 +252,7 @@ void log_ratelimited(struct log_ratelimit *rl, enum log_level level, const char 
 }
 
 void log_flush(void) {
-        uint64_t now = now_usec(), elapsed;
+        uint64_t now = ratelimits ? now_usec() : 0, elapsed;
 
         for (struct log_ratelimit *rl = ratelimits; rl; rl = rl->next) {
                 unsigned held = log_ratelimit_take(rl, now, &elapsed);

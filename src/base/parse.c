@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "parse.h"
@@ -21,8 +22,11 @@ int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned 
         unsigned long value = 0;
 
         /* Syntax first: "99a" is not a number, whatever its digits. */
-        if (!text || !*text || text[strspn(text, "0123456789")] != '\0')
+        if (!text || !*text)
                 return -EINVAL;
+        for (const char *p = text; *p; p++)
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
         for (const char *p = text; *p; p++) {
                 unsigned long digit;
 
@@ -37,9 +41,31 @@ int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned 
         return 0;
 }
 
+bool text_piece(char *buf, size_t size, const char *text, size_t len) {
+        if (len == 0 || len >= size)
+                return false;
+        memcpy(buf, text, len);
+        buf[len] = '\0';
+        return true;
+}
+
+unsigned long parse_leading_uint(const char *text, const char **ret_end) {
+        unsigned long value = 0;
+        const char *p = text;
+
+        for (; *p >= '0' && *p <= '9'; p++) {
+                unsigned long digit = (unsigned long) (*p - '0');
+
+                value = value > (ULONG_MAX - digit) / 10 ? ULONG_MAX : value * 10 + digit;
+        }
+        if (ret_end)
+                *ret_end = p;
+        return value;
+}
+
 int parse_duration(const char *text, uint64_t *ret_usec) {
         static const struct {
-                const char *suffix;
+                char suffix[3]; /* not a pointer: nothing to relocate */
                 uint64_t usec;
         } units[] = {
                 { "ms", 1000 },

@@ -23,6 +23,7 @@
 #include "guard.h"
 #include "log.h"
 #include "macro.h"
+#include "parse.h"
 #include "process.h"
 #include "raw.h"
 
@@ -737,12 +738,12 @@ static bool guard_may_share(void) {
         if (known < 0) {
                 struct utsname u;
                 unsigned long major = 0, minor = 0;
-                char *end = NULL;
+                const char *end;
 
                 if (uname(&u) == 0) {
-                        major = strtoul(u.release, &end, 10);
-                        if (end && *end == '.')
-                                minor = strtoul(end + 1, NULL, 10);
+                        major = parse_leading_uint(u.release, &end);
+                        if (*end == '.')
+                                minor = parse_leading_uint(end + 1, NULL);
                 }
                 known = major > 5 || (major == 5 && minor >= 16);
         }

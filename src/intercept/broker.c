@@ -13,6 +13,7 @@
 #include "claims.h"
 #include "clock.h"
 #include "compat.h"
+#include "fd.h"
 #include "intercept/match.h"
 #include "intercept/protocol.h"
 #include "log.h"
@@ -61,8 +62,9 @@ static void broker_broken(struct listener *lst, int error, void *userdata);
 static void served(void *userdata);
 
 static int open_listener(struct broker *b) {
-        union sockaddr_any addr = { .un = { .sun_family = AF_UNIX } };
+        union sockaddr_any addr;
         char name[sizeof addr.un.sun_path];
+        socklen_t len;
         int n;
 
         /* Claims are answered only for COMMAND and its descendants
@@ -71,13 +73,11 @@ static int open_listener(struct broker *b) {
         n = abstract_socket_name(name, sizeof name, "broker");
         if (n < 0)
                 return n;
-        memcpy(addr.un.sun_path, name, (size_t) n);
-        addr.un.sun_path[0] = '\0'; /* the '@' */
+        len = unix_address(&addr.un, name, true);
         b->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (b->listen_fd < 0)
                 return -errno;
-        if (bind(b->listen_fd, &addr.sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + (size_t) n)) < 0 ||
-            listen(b->listen_fd, SOMAXCONN) < 0)
+        if (bind(b->listen_fd, &addr.sa, len) < 0 || listen(b->listen_fd, SOMAXCONN) < 0)
                 return -errno;
         snprintf(b->env_address, sizeof b->env_address, "%s=%s", INTERCEPT_ENV_BROKER, name);
         listener_init(&b->listener, &(struct listener_params) {

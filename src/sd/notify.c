@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "compat.h"
+#include "fd.h"
 #include "notify.h"
 #include "parse.h"
 #include "sd.h"
@@ -85,7 +86,7 @@ static int pass_credentials(int fd) {
 }
 
 int notify_socket_open(struct notify_socket *ret) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct sockaddr_un sa;
         struct notify_socket s = { .fd = -1 };
         socklen_t len;
         int r;
@@ -98,12 +99,9 @@ int notify_socket_open(struct notify_socket *ret) {
         s.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (s.fd < 0)
                 return -errno;
-        len = (socklen_t) strlen(s.address);
-        memcpy(sa.sun_path, s.address, len);
-        sa.sun_path[0] = '\0';
+        len = unix_address(&sa, s.address, true);
         r = pass_credentials(s.fd);
-        if (r == 0 &&
-            bind(s.fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+        if (r == 0 && bind(s.fd, (struct sockaddr *) &sa, len) < 0)
                 r = -errno;
         if (r < 0) {
                 close(s.fd);
@@ -175,18 +173,15 @@ void notify_manager(const char *message) {
 }
 
 int notify_socket_move(struct notify_socket *s, int fd) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        socklen_t len = (socklen_t) strlen(s->address);
+        struct sockaddr_un sa;
+        socklen_t len = unix_address(&sa, s->address, true);
         int flags = fcntl(fd, F_GETFL), r = 0;
 
-        memcpy(sa.sun_path, s->address, len);
-        sa.sun_path[0] = '\0';
         if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
                 r = -errno;
         if (r == 0)
                 r = pass_credentials(fd);
-        if (r == 0 &&
-            bind(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+        if (r == 0 && bind(fd, (struct sockaddr *) &sa, len) < 0)
                 r = -errno;
         if (r < 0) {
                 close(fd);

@@ -162,16 +162,10 @@ void share_paths_done(struct share_paths *p) {
         *p = (struct share_paths) {};
 }
 
-static socklen_t unix_address(const char *path, struct sockaddr_un *ret) {
-        *ret = (struct sockaddr_un) { .sun_family = AF_UNIX };
-        memcpy(ret->sun_path, path, strlen(path));
-        return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
-}
-
 int share_connect(const char *path, int *ret) {
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         struct sockaddr_un sa;
-        socklen_t len = unix_address(path, &sa);
+        socklen_t len = unix_address(&sa, path, false);
         int r;
 
         if (fd < 0)
@@ -211,7 +205,7 @@ static int lock_name(const struct share_paths *p, int *ret) {
 static int bind_name(struct share *s) {
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         struct sockaddr_un sa;
-        socklen_t len = unix_address(s->paths.sock, &sa);
+        socklen_t len = unix_address(&sa, s->paths.sock, false);
         struct stat st;
 
         if (fd < 0)
@@ -398,15 +392,15 @@ int share_enter(const struct share_options *options, const char *description, st
 
 /* The last lines of the log, for the holders: what COMMAND said before
  * it ended, and prebind's own message if it failed. */
-static char *log_tail(const struct share *s) {
-        char *buf = calloc(1, TAIL_BYTES + 1);
+static const char *log_tail(const struct share *s, char buf[static TAIL_BYTES + 1]) {
         off_t size = lseek(s->log_fd, 0, SEEK_END);
         off_t from = size > TAIL_BYTES ? size - TAIL_BYTES : 0;
         ssize_t k;
         char *start;
         int lines = 0;
 
-        if (!buf || size < 0 || (k = pread(s->log_fd, buf, (size_t) (size - from), from)) < 0)
+        buf[0] = '\0';
+        if (size < 0 || (k = pread(s->log_fd, buf, (size_t) (size - from), from)) < 0)
                 return buf;
         buf[k] = '\0';
         start = buf + k;
@@ -418,8 +412,7 @@ static char *log_tail(const struct share *s) {
                         lines++;
         if (*start == '\n')
                 start++;
-        memmove(buf, start, strlen(start) + 1);
-        return buf;
+        return start;
 }
 
 void share_free(struct share *s) {
@@ -463,7 +456,8 @@ static void drain(int fd) {
 
 void share_finish(struct share *s, int status) {
         struct share_wire ended = { .kind = SHARE_ENDED, .status = status, .pid = (int32_t) getpid() };
-        _cleanup_free_ char *tail = log_tail(s);
+        char buf[TAIL_BYTES + 1];
+        const char *tail = log_tail(s, buf);
         struct stat st;
 
         share_lock(s);

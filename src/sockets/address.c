@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "address.h"
+#include "fd.h"
 
 bool fdname_is_valid(const char *name) {
         size_t n = 0;
@@ -45,13 +46,7 @@ static int parse_unix(const char *path, int type, struct listen_spec *ret) {
 
         memset(ret, 0, sizeof *ret);
         ret->type = type;
-        ret->addr.un.sun_family = AF_UNIX;
-        memcpy(ret->addr.un.sun_path, path, len);
-        if (path[0] == '@') {
-                ret->addr.un.sun_path[0] = '\0';
-                ret->addr_len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len);
-        } else
-                ret->addr_len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len + 1);
+        ret->addr_len = unix_address(&ret->addr.un, path, path[0] == '@');
         return 0;
 }
 
@@ -67,10 +62,8 @@ static int parse_inet6(const char *text, int type, struct listen_spec *ret) {
         if (!close || close[1] != ':')
                 return -EINVAL;
         len = (size_t) (close - text - 1);
-        if (len == 0 || len >= sizeof host)
+        if (!text_piece(host, sizeof host, text + 1, len))
                 return -EINVAL;
-        memcpy(host, text + 1, len);
-        host[len] = '\0';
 
         scope = strchr(host, '%');
         if (scope) {
@@ -97,6 +90,11 @@ static int parse_inet6(const char *text, int type, struct listen_spec *ret) {
         return 0;
 }
 
+/* The len bytes at text are word. */
+static bool word_is(const char *text, size_t len, const char *word) {
+        return strlen(word) == len && memcmp(text, word, len) == 0;
+}
+
 static int parse_inet(const char *text, int type, struct listen_spec *ret) {
         struct sockaddr_in in = { .sin_family = AF_INET };
         const char *colon, *port;
@@ -115,17 +113,13 @@ static int parse_inet(const char *text, int type, struct listen_spec *ret) {
                 size_t len = (size_t) (colon - text);
                 char host[INET_ADDRSTRLEN];
 
-                if (len == 0 || len >= sizeof host)
-                        return -EINVAL;
-                memcpy(host, text, len);
-                host[len] = '\0';
                 /* The default address too: without inet_pton(), a default
                  * run does not page in that part of libc. */
-                if (strcmp(host, "localhost") == 0 || strcmp(host, "127.0.0.1") == 0)
+                if (word_is(text, len, "localhost") || word_is(text, len, "127.0.0.1"))
                         in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                else if (strcmp(host, "*") == 0)
+                else if (word_is(text, len, "*"))
                         in.sin_addr.s_addr = htonl(INADDR_ANY);
-                else if (inet_pton(AF_INET, host, &in.sin_addr) != 1)
+                else if (!text_piece(host, sizeof host, text, len) || inet_pton(AF_INET, host, &in.sin_addr) != 1)
                         return -EINVAL;
                 port = colon + 1;
         }

@@ -259,18 +259,19 @@ static int add_tree(struct watch *w, const char *path, const char *rel, size_t r
  * a path with no name to watch in a parent ("/", ".", ".."). */
 static bool split(const char *path, char *dir, size_t dir_size, char *name, size_t name_size) {
         size_t len = strlen(path);
-        const char *slash;
+        const char *last;
 
         while (len > 1 && path[len - 1] == '/')
                 len--;
-        snprintf(name, name_size, "%.*s", (int) len, path);
-        slash = strrchr(name, '/');
-        if (!slash)
+        /* The last name starts after the last slash; the slash before it
+         * ends the directory ("/" for a name at the root). */
+        for (last = path + len; last > path && last[-1] != '/'; last--)
+                ;
+        snprintf(name, name_size, "%.*s", (int) (path + len - last), last);
+        if (last == path)
                 snprintf(dir, dir_size, ".");
         else
-                snprintf(dir, dir_size, "%.*s", (int) (slash == name ? 1 : slash - name), name);
-        if (slash)
-                memmove(name, slash + 1, strlen(slash + 1) + 1);
+                snprintf(dir, dir_size, "%.*s", (int) (last - 1 == path ? 1 : last - 1 - path), path);
         return *name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* fd_range(): closing, or marking close-on-exec, every fd of a range, as
  * the children prebind starts do before exec. Each case runs in a forked
- * child, which may close what it likes. */
+ * child, which may close what it likes. And unix_address(), every unix
+ * socket's address. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -118,11 +121,47 @@ START_TEST(test_fd_range) {
 }
 END_TEST
 
+/* A path's length counts its NUL, an abstract name's does not; its '@'
+ * becomes the NUL; what does not fit in sun_path is 0. */
+START_TEST(test_unix_address) {
+        const size_t base = offsetof(struct sockaddr_un, sun_path);
+        struct sockaddr_un sa;
+        char name[sizeof sa.sun_path + 2];
+
+        ck_assert_uint_eq(unix_address(&sa, "/run/x.sock", false), base + 12);
+        ck_assert_uint_eq(sa.sun_family, AF_UNIX);
+        ck_assert_str_eq(sa.sun_path, "/run/x.sock");
+        ck_assert_uint_eq(unix_address(&sa, "@prebind-1", true), base + 10);
+        ck_assert(sa.sun_path[0] == '\0' && memcmp(sa.sun_path + 1, "prebind-1", 9) == 0);
+        /* Without abstract, '@' is a path's first byte. */
+        ck_assert_uint_eq(unix_address(&sa, "@x", false), base + 3);
+        ck_assert_str_eq(sa.sun_path, "@x");
+        ck_assert_uint_eq(unix_address(&sa, "", false), 0);
+        ck_assert_uint_eq(unix_address(&sa, "", true), 0);
+
+        /* The longest of each: a path of 107 bytes (and its NUL), an
+         * abstract name of 108. */
+        memset(name, 'a', sizeof name);
+        name[sizeof sa.sun_path - 1] = '\0';
+        ck_assert_uint_eq(unix_address(&sa, name, false), base + sizeof sa.sun_path);
+        name[sizeof sa.sun_path - 1] = 'a';
+        name[sizeof sa.sun_path] = '\0';
+        ck_assert_uint_eq(unix_address(&sa, name, false), 0);
+        ck_assert_uint_eq(unix_address(&sa, name, true), base + sizeof sa.sun_path);
+        name[sizeof sa.sun_path] = 'a';
+        name[sizeof sa.sun_path + 1] = '\0';
+        ck_assert_uint_eq(unix_address(&sa, name, true), 0);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("fd");
         TCase *tc = tcase_create("range");
 
         tcase_add_loop_test(tc, test_fd_range, 0, ARRAY_SIZE(children));
+        suite_add_tcase(s, tc);
+        tc = tcase_create("unix_address");
+        tcase_add_test(tc, test_unix_address);
         suite_add_tcase(s, tc);
         return unit_run(s);
 }

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* The number parsers (parse.c): parse_uint(), the one strict integer
- * parser, and parse_duration(), timeout(1)-style durations. */
+ * parser, parse_leading_uint() for numbers inside a text, and
+ * parse_duration(), timeout(1)-style durations. */
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "parse.h"
 #include "unit.h"
@@ -218,6 +220,47 @@ START_TEST(test_format_uint) {
 }
 END_TEST
 
+/* Kernel releases, as uname(2) gives them (guard.c reads two numbers). */
+START_TEST(test_parse_leading_uint) {
+        static const struct {
+                const char *text;
+                unsigned long value;
+                size_t digits;
+        } cases[] = {
+                { "6.1.0-13-amd64", 6, 1 },
+                { "5.16", 5, 1 },
+                { "16", 16, 2 },
+                { "007x", 7, 3 },
+                { "", 0, 0 },
+                { "-1", 0, 0 },
+                { ".4", 0, 0 },
+                { "18446744073709551615.", ULONG_MAX, 20 },
+                { "18446744073709551616", ULONG_MAX, 20 },
+                { "99999999999999999999999", ULONG_MAX, 23 },
+        };
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                const char *end = NULL;
+
+                ck_assert_uint_eq(parse_leading_uint(cases[i].text, &end), cases[i].value);
+                ck_assert_ptr_eq(end, cases[i].text + cases[i].digits);
+                ck_assert_uint_eq(parse_leading_uint(cases[i].text, NULL), cases[i].value);
+        }
+}
+END_TEST
+
+START_TEST(test_text_piece) {
+        char buf[6] = "xxxxx";
+
+        ck_assert(text_piece(buf, sizeof buf, "[::1]:80", 1) && strcmp(buf, "[") == 0);
+        ck_assert(text_piece(buf, sizeof buf, "hostname", 5) && strcmp(buf, "hostn") == 0);
+        /* No room for the NUL, or nothing to copy: buf untouched. */
+        ck_assert(!text_piece(buf, sizeof buf, "hostname", 6));
+        ck_assert(!text_piece(buf, sizeof buf, "hostname", 0));
+        ck_assert_str_eq(buf, "hostn");
+}
+END_TEST
+
 static Suite *parse_suite(void) {
         Suite *s = suite_create("parse");
         TCase *tc;
@@ -230,6 +273,11 @@ static Suite *parse_suite(void) {
 
         tc = tcase_create("format_uint");
         tcase_add_test(tc, test_format_uint);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("parse_leading_uint");
+        tcase_add_test(tc, test_parse_leading_uint);
+        tcase_add_test(tc, test_text_piece);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("parse_duration");
