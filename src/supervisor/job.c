@@ -477,13 +477,13 @@ void job_done(struct job *job) {
         *job = (struct job) { .signal_fd = -1, .publication = { .port_file_fd = -1 } };
 }
 
-/* "Everything is listening": the addresses for prebind's own manager. */
-static void tell_manager_ready(const struct job *job) {
+/* "Everything is listening": the addresses for prebind's own manager.
+ * Not inlined: its 4 kB frame would be a start's deepest, paged in by the
+ * call to getenv() below it, in every run, manager or not. */
+__attribute__((noinline)) static void say_ready_to_manager(const struct job *job) {
         char status[4096], url[FIELD_STRING_MAX];
         size_t len;
 
-        if (!getenv("NOTIFY_SOCKET"))
-                return;
         len = (size_t) snprintf(status, sizeof status, "READY=1\nSTATUS=listening on");
         for (size_t i = 0; i < job->n_sockets && len < sizeof status; i++)
                 len += (size_t) snprintf(status + len, sizeof status - len, "%s %s", i ? "," : "",
@@ -493,6 +493,11 @@ static void tell_manager_ready(const struct job *job) {
         if (config_reloads(job->config) && len < sizeof status)
                 (void) snprintf(status + len, sizeof status - len, "; generation 1 serving");
         notify_manager(status);
+}
+
+static void tell_manager_ready(const struct job *job) {
+        if (getenv("NOTIFY_SOCKET"))
+                say_ready_to_manager(job);
 }
 
 int job_publish(struct job *job, pid_t child_pid) {
