@@ -255,9 +255,10 @@ START_TEST(test_text_piece) {
         ck_assert(text_piece(buf, sizeof buf, "[::1]:80", 1) && strcmp(buf, "[") == 0);
         ck_assert(text_piece(buf, sizeof buf, "hostname", 5) && strcmp(buf, "hostn") == 0);
         /* No room for the NUL, or nothing to copy: buf untouched. */
+        strcpy(buf, "xxxxx");
         ck_assert(!text_piece(buf, sizeof buf, "hostname", 6));
         ck_assert(!text_piece(buf, sizeof buf, "hostname", 0));
-        ck_assert_str_eq(buf, "hostn");
+        ck_assert_str_eq(buf, "xxxxx");
 }
 END_TEST
 
