@@ -519,7 +519,11 @@ static void say_stopping(const struct guard_state *st, const struct watched *w) 
         char line[LOG_QUOTE_SIZE * 4 + 160];
         size_t at = 0;
         struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
-        struct timespec zero = { 0 };
+        /* Bounded, not zero: a terminal is not writable while another
+         * writer holds it, and the shell that ran prebind writes its
+         * "Killed" line at this very moment (a zero wait lost the line,
+         * once in a CI run). A reader that is gone costs 100 ms. */
+        struct timespec wait = { .tv_nsec = 100 * 1000 * 1000 };
 
         if (st->quiet)
                 return;
@@ -531,7 +535,7 @@ static void say_stopping(const struct guard_state *st, const struct watched *w) 
         put(line, sizeof line, &at, "' (pid ");
         put_int(line, sizeof line, &at, (int) w->pid);
         put(line, sizeof line, &at, w->group ? " and its process group)\n" : ")\n");
-        if (raw(SYS_ppoll, &p, 1, &zero, NULL, 0) == 1 && !(p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+        if (raw(SYS_ppoll, &p, 1, &wait, NULL, 0) == 1 && !(p.revents & (POLLERR | POLLHUP | POLLNVAL)))
                 (void) raw(SYS_write, STDERR_FILENO, line, at);
 }
 
