@@ -85,10 +85,20 @@ static int pass_credentials(int fd) {
         return 0;
 }
 
-int notify_socket_open(struct notify_socket *ret) {
+/* fd, credentials on, bound to the abstract name address: what
+ * notify_socket_open() and notify_socket_move() both make. */
+static int bind_notify(int fd, const char *address) {
         struct sockaddr_un sa;
+        socklen_t len = unix_address(&sa, address, true);
+        int r = pass_credentials(fd);
+
+        if (r == 0 && bind(fd, (struct sockaddr *) &sa, len) < 0)
+                r = -errno;
+        return r;
+}
+
+int notify_socket_open(struct notify_socket *ret) {
         struct notify_socket s = { .fd = -1 };
-        socklen_t len;
         int r;
 
         /* What protects READY=1 is the sender check on what the kernel
@@ -99,10 +109,7 @@ int notify_socket_open(struct notify_socket *ret) {
         s.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (s.fd < 0)
                 return -errno;
-        len = unix_address(&sa, s.address, true);
-        r = pass_credentials(s.fd);
-        if (r == 0 && bind(s.fd, (struct sockaddr *) &sa, len) < 0)
-                r = -errno;
+        r = bind_notify(s.fd, s.address);
         if (r < 0) {
                 close(s.fd);
                 return r;
@@ -173,16 +180,12 @@ void notify_manager(const char *message) {
 }
 
 int notify_socket_move(struct notify_socket *s, int fd) {
-        struct sockaddr_un sa;
-        socklen_t len = unix_address(&sa, s->address, true);
         int flags = fcntl(fd, F_GETFL), r = 0;
 
         if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
                 r = -errno;
         if (r == 0)
-                r = pass_credentials(fd);
-        if (r == 0 && bind(fd, (struct sockaddr *) &sa, len) < 0)
-                r = -errno;
+                r = bind_notify(fd, s->address);
         if (r < 0) {
                 close(fd);
                 return r;
