@@ -33,6 +33,7 @@ static struct {
         } mode;
         struct fd_writer writer;
         unsigned long dropped;
+        bool patient; /* log_stderr_patient() */
 } sink = { .mode = STDERR_BLOCKING, .writer = { .fd = STDERR_FILENO } };
 
 static struct log_ratelimit *ratelimits; /* used so far, for log_flush() */
@@ -79,6 +80,10 @@ void log_stderr_nonblocking(void) {
                 sink.mode = STDERR_UNDECIDED;
 }
 
+void log_stderr_patient(bool patient) {
+        sink.patient = patient;
+}
+
 /* At the first line, not at the start of the loop: a run that logs
  * nothing costs no fd (at ulimit -n 6, --accept still gets as far as
  * saying that accept() has none left), and one that is out of fds
@@ -93,20 +98,24 @@ static void choose_nonblocking(void) {
                 sink.mode = STDERR_POLL; /* which another writer of the pipe can race */
 }
 
-/* One whole line, or nothing: false if it would have blocked. Lines are
- * at most PIPE_BUF bytes, so a pipe takes all of one or none of it. */
-static bool write_line(const char *s, size_t n) {
-        struct pollfd p = { .events = POLLOUT };
+/* Room for a line within timeout_ms. No event at all: it would block.
+ * POLLERR, POLLHUP: the write fails at once, as it would have. */
+static bool room(int timeout_ms) {
+        struct pollfd p = { .fd = sink.writer.fd, .events = POLLOUT };
+
+        return poll(&p, 1, timeout_ms) > 0;
+}
+
+/* One write of the line, as the mode says: -1 with EAGAIN if it would
+ * block. */
+static ssize_t write_once(const char *s, size_t n) {
         ssize_t k;
 
-        if (sink.mode == STDERR_UNDECIDED)
-                choose_nonblocking();
-        /* No event at all: it would block. POLLERR, POLLHUP: the write
-         * fails at once, as it would have. */
-        p.fd = sink.writer.fd;
         for (;;) {
-                if (sink.mode == STDERR_POLL && poll(&p, 1, 0) <= 0)
-                        return false;
+                if (sink.mode == STDERR_POLL && !room(0)) {
+                        errno = EAGAIN;
+                        return -1;
+                }
                 do {
                         if (sink.mode == STDERR_SOCKET)
                                 k = send(sink.writer.fd, s, n, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -114,8 +123,28 @@ static bool write_line(const char *s, size_t n) {
                                 k = write(sink.writer.fd, s, n);
                 } while (k < 0 && errno == EINTR);
                 if (!(k < 0 && errno == ENOTSOCK && sink.mode == STDERR_SOCKET))
-                        break;
+                        return k;
                 sink.mode = STDERR_POLL; /* not a socket after all: the same line again, polled */
+        }
+}
+
+/* One whole line, or nothing: false if it would have blocked. Lines are
+ * at most PIPE_BUF bytes, so a pipe takes all of one or none of it.
+ * While patient, a line waits for room, LOG_STALL_MS at most; a wait
+ * that runs out ends the patience. */
+static bool write_line(const char *s, size_t n) {
+        uint64_t deadline = 0;
+        ssize_t k;
+
+        if (sink.mode == STDERR_UNDECIDED)
+                choose_nonblocking();
+        while ((k = write_once(s, n)) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && sink.patient) {
+                uint64_t now = now_usec();
+
+                if (deadline == 0)
+                        deadline = now + LOG_STALL_MS * USEC_PER_MSEC;
+                if (now >= deadline || !room((int) ((deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC)))
+                        sink.patient = false; /* the reader stalled */
         }
         /* Other errors (EPIPE: nobody reads any more) lose the line as
          * they always did; only what would have blocked is counted. */

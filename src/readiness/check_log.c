@@ -88,6 +88,8 @@ static void output_drain(struct output *o) {
                 uint64_t before = relays[i]->dropped;
 
                 relay_drain(relays[i]);
+                if (relays[i]->dropped > before && i == 1)
+                        log_stderr_patient(false); /* its reader stalled */
                 if (relays[i]->dropped > before)
                         log_error("dropped %llu bytes of COMMAND's %s: nobody read prebind's for %.1fs",
                                   (unsigned long long) (relays[i]->dropped - before), i ? "stderr" : "stdout",

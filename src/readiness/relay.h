@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "lines.h"
+#include "log.h"
 #include "loop.h"
 
 /* --ready-log: COMMAND's stdout or stderr goes through a pipe that prebind
@@ -143,6 +144,6 @@ void relay_want_lines(struct relay *r, bool want);
  * byte for RELAY_STALL_MS (then the rest is dropped, and counted in
  * dropped). While lines are wanted the pipe is small (lines.h's
  * line_matcher_feed_max()), so the matching done here is bounded too. */
-#define RELAY_STALL_MS 3000
+#define RELAY_STALL_MS LOG_STALL_MS /* one patience for COMMAND's bytes and prebind's lines */
 void relay_drain(struct relay *r);
 void relay_close(struct relay *r);

@@ -253,10 +253,15 @@ static void command_gone(struct supervisor *s) {
 
 /* COMMAND exited with status (exit_status_of()). */
 static void command_exited(struct supervisor *s, int status) {
+        /* Its output is passed on, waiting for the reader (command_gone());
+         * the lines about its end come after the last of it, and wait
+         * too. */
+        log_stderr_patient(true);
         command_gone(s);
         s->outcome = (struct outcome) { OUTCOME_EXITED, status };
         log_debug("'%s' ended, exit status %d", command_name(s), status);
         on_event(s, LC_EXITED);
+        log_stderr_patient(false);
 }
 
 /* Reap every child that has exited: COMMAND, and as PID 1 or a subreaper

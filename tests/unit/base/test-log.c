@@ -3,12 +3,15 @@
  * a clock the test sets; and stderr that stops taking lines, as a pipe
  * whose reader stalls: log calls return at once, the lines that did not
  * fit are counted and said once it drains, and fd 2's open file
- * description (COMMAND's too) stays blocking. Cases that change fd 2 run
+ * description (COMMAND's too) stays blocking; while patient (COMMAND
+ * has exited), a line waits for a late reader, and once for one that
+ * stalled. Cases that change fd 2 run
  * in a forked child. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -155,6 +158,57 @@ static void child_dropped_then_said(void) {
         exit(0);
 }
 
+/* While patient, a line waits for a reader that is late but reads: it
+ * gets through, and nothing is said dropped. */
+static void child_patient_line_waits_for_the_reader(void) {
+        static char buf[1 << 17];
+        int r = stderr_to_pipe();
+        pid_t reader;
+        size_t n;
+
+        log_stderr_nonblocking();
+        fill();
+        reader = fork();
+        if (reader < 0)
+                exit(60);
+        if (reader == 0) {
+                /* Late, then room for a line (two pages, one freed at least). */
+                char page[8192];
+
+                usleep(200 * 1000);
+                _exit(read(r, page, sizeof page) > 0 ? 0 : 1);
+        }
+        log_stderr_patient(true);
+        log_error("worth the wait");
+        log_stderr_patient(false);
+        if (waitpid(reader, NULL, 0) != reader)
+                exit(61);
+        n = drain(r, buf, sizeof buf);
+        if (n < 24 || strcmp(buf + n - 24, "prebind: worth the wait\n") != 0 || strstr(buf, "dropped"))
+                exit(62);
+        exit(0);
+}
+
+/* Nobody reads: the first line waits LOG_STALL_MS and is dropped; that
+ * ends the patience, and the next ones are dropped at once (four waits
+ * would outlast unit_wait_bounded()). */
+static void child_patience_ends_when_the_reader_stalls(void) {
+        static char buf[1 << 17];
+        int r = stderr_to_pipe();
+
+        log_stderr_nonblocking();
+        fill();
+        log_stderr_patient(true);
+        for (int i = 0; i < 4; i++)
+                log_error("a line nobody waits for %d", i);
+        (void) drain(r, buf, sizeof buf);
+        log_error("the pipe drained");
+        (void) drain(r, buf, sizeof buf);
+        if (strcmp(buf, "prebind: 4 log lines dropped: stderr was not writable\nprebind: the pipe drained\n") != 0)
+                exit(70);
+        exit(0);
+}
+
 static void child_ratelimited_and_flushed(void) {
         static struct log_ratelimit rl = LOG_RATELIMIT_INIT("ignored things");
         char buf[8192], *p = buf;
@@ -197,6 +251,8 @@ static void child_disabled_level(void) {
 
 static void (*const children[])(void) = {
         child_dropped_then_said,
+        child_patient_line_waits_for_the_reader,
+        child_patience_ends_when_the_reader_stalls,
         child_ratelimited_and_flushed,
         child_disabled_level,
 };
