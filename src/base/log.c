@@ -33,7 +33,9 @@ static struct {
         } mode;
         struct fd_writer writer;
         unsigned long dropped;
-        bool patient; /* log_stderr_patient() */
+        bool patient;           /* log_stderr_patient() */
+        uint64_t patience_usec; /* what is left of this window's LOG_STALL_MS */
+        bool stalled;           /* a wait ran out: none until a line gets through */
 } sink = { .mode = STDERR_BLOCKING, .writer = { .fd = STDERR_FILENO } };
 
 static struct log_ratelimit *ratelimits; /* used so far, for log_flush() */
@@ -82,6 +84,11 @@ void log_stderr_nonblocking(void) {
 
 void log_stderr_patient(bool patient) {
         sink.patient = patient;
+        sink.patience_usec = LOG_STALL_MS * USEC_PER_MSEC;
+}
+
+void log_stderr_stalled(void) {
+        sink.stalled = true;
 }
 
 /* At the first line, not at the start of the loop: a run that logs
@@ -128,27 +135,43 @@ static ssize_t write_once(const char *s, size_t n) {
         }
 }
 
+/* A line may wait: patient, with time left, a reader not known to have
+ * stalled, and a write that cannot block (a pipe that is polled is
+ * written blocking: after the poll, another writer may take the room). */
+static bool may_wait(void) {
+        return sink.patient && !sink.stalled && sink.patience_usec > 0 && sink.mode != STDERR_POLL;
+}
+
 /* One whole line, or nothing: false if it would have blocked. Lines are
  * at most PIPE_BUF bytes, so a pipe takes all of one or none of it.
- * While patient, a line waits for room, LOG_STALL_MS at most; a wait
- * that runs out ends the patience. */
+ * While patient, a line waits for room, out of one LOG_STALL_MS for the
+ * whole window; a wait that runs out means the reader stalled, and no
+ * line waits again before one gets through. */
 static bool write_line(const char *s, size_t n) {
-        uint64_t deadline = 0;
+        uint64_t start = 0, now;
         ssize_t k;
+        int err;
 
         if (sink.mode == STDERR_UNDECIDED)
                 choose_nonblocking();
-        while ((k = write_once(s, n)) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && sink.patient) {
-                uint64_t now = now_usec();
-
-                if (deadline == 0)
-                        deadline = now + LOG_STALL_MS * USEC_PER_MSEC;
-                if (now >= deadline || !room((int) ((deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC)))
-                        sink.patient = false; /* the reader stalled */
+        while ((k = write_once(s, n)) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && may_wait()) {
+                now = now_usec();
+                if (start == 0)
+                        start = now;
+                if (now - start >= sink.patience_usec ||
+                    !room((int) ((sink.patience_usec - (now - start) + USEC_PER_MSEC - 1) / USEC_PER_MSEC)))
+                        sink.stalled = true;
         }
+        err = errno;
+        if (start != 0) {
+                now = now_usec() - start;
+                sink.patience_usec -= now < sink.patience_usec ? now : sink.patience_usec;
+        }
+        if (k >= 0)
+                sink.stalled = false;
         /* Other errors (EPIPE: nobody reads any more) lose the line as
          * they always did; only what would have blocked is counted. */
-        return k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+        return k >= 0 || (err != EAGAIN && err != EWOULDBLOCK);
 }
 
 /* Once stderr takes lines again, it first says how many it could not. */

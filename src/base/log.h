@@ -49,15 +49,20 @@ void log_escape_controls(const char *in, char *out, size_t size);
  * Before that call, writes block (usage errors). */
 void log_stderr_nonblocking(void);
 
-/* COMMAND has exited, and all it wrote has been passed on, waiting for
- * the reader (the --ready-log relay's drain): the lines that say how it
- * ended are waited for too, or a reader still busy with its last bytes
- * would miss them. While patient, a line that stderr cannot take at once
- * waits for room, LOG_STALL_MS at most (the drain's RELAY_STALL_MS); a
- * wait that runs out ends the patience (the reader stalled: the next
- * lines are dropped at once again), and so does false. */
+/* A process of COMMAND's has exited, and all it wrote has been passed
+ * on, waiting for the reader (the --ready-log relay's drain): the lines
+ * prebind writes while it handles that (how COMMAND ended, a restart's)
+ * are waited for too, or a reader still busy with the last bytes would
+ * miss them. While patient, a line that stderr cannot take at once
+ * waits for room, LOG_STALL_MS at most in all until patience is given
+ * again (the drain's RELAY_STALL_MS). A wait that runs out, or
+ * log_stderr_stalled() (a relay had to drop bytes), means the reader
+ * stalled: no line waits again, in this window or a later one, until
+ * stderr takes one. Never for a pipe polled before a blocking write
+ * (fd_writer_open() could not open it again). */
 #define LOG_STALL_MS 3000
 void log_stderr_patient(bool patient);
+void log_stderr_stalled(void);
 
 /* Lines that a peer can make prebind write as often as it likes (another
  * user's notifications, claims over the --intercept broker): the first

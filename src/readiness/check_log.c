@@ -88,12 +88,15 @@ static void output_drain(struct output *o) {
                 uint64_t before = relays[i]->dropped;
 
                 relay_drain(relays[i]);
-                if (relays[i]->dropped > before && i == 1)
-                        log_stderr_patient(false); /* its reader stalled */
-                if (relays[i]->dropped > before)
-                        log_error("dropped %llu bytes of COMMAND's %s: nobody read prebind's for %.1fs",
-                                  (unsigned long long) (relays[i]->dropped - before), i ? "stderr" : "stdout",
-                                  RELAY_STALL_MS / 1000.0);
+                if (relays[i]->dropped == before)
+                        continue;
+                /* Its reader stalled; stdout's may be stderr's too (2>&1):
+                 * this line does not wait either (a stderr that takes it
+                 * ends that). */
+                log_stderr_stalled();
+                log_error("dropped %llu bytes of COMMAND's %s: nobody read prebind's for %.1fs",
+                          (unsigned long long) (relays[i]->dropped - before), i ? "stderr" : "stdout",
+                          RELAY_STALL_MS / 1000.0);
         }
 }
 

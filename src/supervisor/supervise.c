@@ -253,15 +253,10 @@ static void command_gone(struct supervisor *s) {
 
 /* COMMAND exited with status (exit_status_of()). */
 static void command_exited(struct supervisor *s, int status) {
-        /* Its output is passed on, waiting for the reader (command_gone());
-         * the lines about its end come after the last of it, and wait
-         * too. */
-        log_stderr_patient(true);
         command_gone(s);
         s->outcome = (struct outcome) { OUTCOME_EXITED, status };
         log_debug("'%s' ended, exit status %d", command_name(s), status);
         on_event(s, LC_EXITED);
-        log_stderr_patient(false);
 }
 
 /* Reap every child that has exited: COMMAND, and as PID 1 or a subreaper
@@ -276,6 +271,11 @@ static void reap(struct supervisor *s) {
          * a zombie, whose number is still its own: the sender checks go by
          * pidfd, and a reaped sender's pidfd has no number. */
         ready_hear(s->job->readiness);
+        /* What each exit's COMMAND wrote is passed on, waiting for the
+         * reader (command_gone(), previous_exited(), retiree_reaped()):
+         * the lines about those exits come after the last of it, and wait
+         * too (bounded: log.h). */
+        log_stderr_patient(true);
         /* Every zombie next: one left unreaped would still count as a
          * member of COMMAND's group. */
         while (reap_one(&pid, &status) > 0) {
@@ -297,6 +297,7 @@ static void reap(struct supervisor *s) {
                 guard_unwatch(s->job->guard, s->group);
                 on_event(s, LC_GROUP_GONE);
         }
+        log_stderr_patient(false);
 }
 
 int on_pidfd(struct loop *l, int fd, uint32_t revents, void *userdata) {

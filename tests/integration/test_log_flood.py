@@ -230,6 +230,51 @@ def test_flood_is_summarised_and_dropped_lines_are_said_once_the_pipe_drains(nob
     assert held > 100 and held <= n and 1 <= seconds <= 10, ours
 
 
+def full_pipe():
+    """A pipe filled to its last byte, whose reader never reads: (read
+    end, write end)."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    for size in (4096, 1):
+        try:
+            while True:
+                os.write(w, b"x" * size)
+        except BlockingIOError:
+            pass
+    os.set_blocking(w, True)
+    return r, w
+
+
+def test_a_restart_loop_waits_for_a_stalled_stderr_once(tmp_path):
+    """The lines about each exit wait for stderr's reader (they follow
+    COMMAND's last output), but a wait that ran out means the reader
+    stalled: a COMMAND that exits again and again is restarted at its own
+    pace from then on, and SIGTERM is acted on at once, not after
+    another 3 s wait per exit."""
+    runs = tmp_path / "runs"
+    runs.touch()
+    r, w = full_pipe()
+    try:
+        p = subprocess.Popen([PREBIND, "--restart=always", "--restart-delay=10ms", "--restart-limit=0", "--",
+                              "sh", "-c", f"echo x >> {runs}; exit 1"], stdout=subprocess.DEVNULL, stderr=w)
+        try:
+            # One wait of LOG_STALL_MS (3 s), then restarts every few ms:
+            # a wait per exit would make it one every 3 s.
+            assert wait_for(lambda: len(runs.read_text().split()) >= 20, timeout=3 + 5 * SLACK), \
+                f"{len(runs.read_text().split())} runs: each exit waited for stderr"
+            p.send_signal(signal.SIGTERM)
+            # COMMAND's status: killed by it, or the last exit's, had it
+            # just exited.
+            assert p.wait(timeout=SLACK) in (1, 128 + signal.SIGTERM)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(TIMEOUT)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 # The other user again, but from processes at the bottom of a deep chain
 # (each datagram or claim then costs prebind a walk up the whole chain
 # in /proc, milliseconds), sending as fast as the kernel takes them: the

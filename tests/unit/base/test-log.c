@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -158,6 +159,21 @@ static void child_dropped_then_said(void) {
         exit(0);
 }
 
+/* A reader of the pipe (read end r) that comes after delay_usec, makes
+ * room for a line (two pages read: one freed at least) and goes. */
+static pid_t late_reader(int r, useconds_t delay_usec) {
+        char page[8192];
+        pid_t pid = fork();
+
+        if (pid < 0)
+                exit(60);
+        if (pid == 0) {
+                usleep(delay_usec);
+                _exit(read(r, page, sizeof page) > 0 ? 0 : 1);
+        }
+        return pid;
+}
+
 /* While patient, a line waits for a reader that is late but reads: it
  * gets through, and nothing is said dropped. */
 static void child_patient_line_waits_for_the_reader(void) {
@@ -168,16 +184,7 @@ static void child_patient_line_waits_for_the_reader(void) {
 
         log_stderr_nonblocking();
         fill();
-        reader = fork();
-        if (reader < 0)
-                exit(60);
-        if (reader == 0) {
-                /* Late, then room for a line (two pages, one freed at least). */
-                char page[8192];
-
-                usleep(200 * 1000);
-                _exit(read(r, page, sizeof page) > 0 ? 0 : 1);
-        }
+        reader = late_reader(r, 200 * 1000);
         log_stderr_patient(true);
         log_error("worth the wait");
         log_stderr_patient(false);
@@ -189,23 +196,77 @@ static void child_patient_line_waits_for_the_reader(void) {
         exit(0);
 }
 
-/* Nobody reads: the first line waits LOG_STALL_MS and is dropped; that
- * ends the patience, and the next ones are dropped at once (four waits
- * would outlast unit_wait_bounded()). */
+static double seconds_since(const struct timespec *t0) {
+        struct timespec t;
+
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (double) (t.tv_sec - t0->tv_sec) + (double) (t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Nobody reads: the first line waits LOG_STALL_MS and is dropped; the
+ * reader has stalled, and the next ones are dropped at once, in this
+ * window and in the next one. One wait in all, not five. */
 static void child_patience_ends_when_the_reader_stalls(void) {
         static char buf[1 << 17];
+        const double stall = LOG_STALL_MS / 1000.0;
+        struct timespec t0;
         int r = stderr_to_pipe();
+        double waited;
 
         log_stderr_nonblocking();
         fill();
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         log_stderr_patient(true);
         for (int i = 0; i < 4; i++)
                 log_error("a line nobody waits for %d", i);
+        log_stderr_patient(false);
+        log_stderr_patient(true); /* the next exit */
+        log_error("nor for this one");
+        log_stderr_patient(false);
+        waited = seconds_since(&t0);
+        if (waited < stall * 0.9)
+                exit(71); /* did not wait */
+        if (waited > stall * 1.5)
+                exit(72); /* waited more than once */
         (void) drain(r, buf, sizeof buf);
         log_error("the pipe drained");
         (void) drain(r, buf, sizeof buf);
-        if (strcmp(buf, "prebind: 4 log lines dropped: stderr was not writable\nprebind: the pipe drained\n") != 0)
+        if (strcmp(buf, "prebind: 5 log lines dropped: stderr was not writable\nprebind: the pipe drained\n") != 0)
                 exit(70);
+        exit(0);
+}
+
+/* A window's patience is one LOG_STALL_MS for all its lines: a line that
+ * waited a third of it for a slow reader leaves the next line the rest,
+ * not a whole one. */
+static void child_patience_is_one_budget_per_window(void) {
+        static char buf[1 << 17];
+        const double stall = LOG_STALL_MS / 1000.0;
+        struct timespec t0;
+        int r = stderr_to_pipe();
+        pid_t reader;
+        double waited;
+        size_t n;
+
+        log_stderr_nonblocking();
+        fill();
+        reader = late_reader(r, LOG_STALL_MS * 1000 / 3);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        log_stderr_patient(true);
+        log_error("worth a third of the wait");
+        if (waitpid(reader, NULL, 0) != reader)
+                exit(81);
+        fill();
+        log_error("left the rest");
+        log_stderr_patient(false);
+        waited = seconds_since(&t0);
+        if (waited < stall * 0.9)
+                exit(82); /* the second line did not wait for the rest */
+        if (waited > stall * 1.2)
+                exit(83); /* it had a whole LOG_STALL_MS of its own */
+        n = drain(r, buf, sizeof buf);
+        if (!memmem(buf, n, "prebind: worth a third of the wait\n", 35) || strstr(buf, "left the rest"))
+                exit(84);
         exit(0);
 }
 
@@ -253,6 +314,7 @@ static void (*const children[])(void) = {
         child_dropped_then_said,
         child_patient_line_waits_for_the_reader,
         child_patience_ends_when_the_reader_stalls,
+        child_patience_is_one_budget_per_window,
         child_ratelimited_and_flushed,
         child_disabled_level,
 };
