@@ -109,8 +109,13 @@ static void choose_nonblocking(void) {
  * POLLERR, POLLHUP: the write fails at once, as it would have. */
 static bool room(int timeout_ms) {
         struct pollfd p = { .fd = sink.writer.fd, .events = POLLOUT };
+        int k;
 
-        return poll(&p, 1, timeout_ms) > 0;
+        /* EINTR is no answer: ask again (the loop's signals are blocked,
+         * read from a signalfd, so it hardly comes). */
+        while ((k = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+                ;
+        return k > 0;
 }
 
 /* One write of the line, as the mode says: -1 with EAGAIN if it would

@@ -270,6 +270,42 @@ static void child_patience_is_one_budget_per_window(void) {
         exit(0);
 }
 
+/* A reader known to have stalled (a relay dropped bytes) is not waited
+ * for; a line that gets through shows it reads again, and the next
+ * patient line waits for it. */
+static void child_stall_is_known_until_a_line_gets_through(void) {
+        static char buf[1 << 17];
+        const double stall = LOG_STALL_MS / 1000.0;
+        struct timespec t0;
+        int r = stderr_to_pipe();
+        pid_t reader;
+        size_t n;
+
+        log_stderr_nonblocking();
+        fill();
+        log_stderr_stalled();
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        log_stderr_patient(true);
+        log_error("not waited for");
+        log_stderr_patient(false);
+        if (seconds_since(&t0) > stall / 2)
+                exit(90);
+        (void) drain(r, buf, sizeof buf);
+        log_error("taken");
+        (void) drain(r, buf, sizeof buf);
+        fill();
+        reader = late_reader(r, 200 * 1000);
+        log_stderr_patient(true);
+        log_error("waited for again");
+        log_stderr_patient(false);
+        if (waitpid(reader, NULL, 0) != reader)
+                exit(91);
+        n = drain(r, buf, sizeof buf);
+        if (n < 26 || strcmp(buf + n - 26, "prebind: waited for again\n") != 0)
+                exit(92);
+        exit(0);
+}
+
 static void child_ratelimited_and_flushed(void) {
         static struct log_ratelimit rl = LOG_RATELIMIT_INIT("ignored things");
         char buf[8192], *p = buf;
@@ -315,6 +351,7 @@ static void (*const children[])(void) = {
         child_patient_line_waits_for_the_reader,
         child_patience_ends_when_the_reader_stalls,
         child_patience_is_one_budget_per_window,
+        child_stall_is_known_until_a_line_gets_through,
         child_ratelimited_and_flushed,
         child_disabled_level,
 };
