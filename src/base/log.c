@@ -33,8 +33,7 @@ static struct {
         } mode;
         struct fd_writer writer;
         unsigned long dropped;
-        bool patient;           /* log_stderr_patient() */
-        uint64_t patience_usec; /* what is left of this window's LOG_STALL_MS */
+        uint64_t patience_usec; /* log_stderr_patient(): what is left of its LOG_STALL_MS; 0: none */
         bool stalled;           /* a wait ran out: none until a line gets through */
 } sink = { .mode = STDERR_BLOCKING, .writer = { .fd = STDERR_FILENO } };
 
@@ -83,8 +82,7 @@ void log_stderr_nonblocking(void) {
 }
 
 void log_stderr_patient(bool patient) {
-        sink.patient = patient;
-        sink.patience_usec = LOG_STALL_MS * USEC_PER_MSEC;
+        sink.patience_usec = patient ? LOG_STALL_MS * USEC_PER_MSEC : 0;
 }
 
 void log_stderr_stalled(void) {
@@ -144,7 +142,7 @@ static ssize_t write_once(const char *s, size_t n) {
  * stalled, and a write that cannot block (a pipe that is polled is
  * written blocking: after the poll, another writer may take the room). */
 static bool may_wait(void) {
-        return sink.patient && !sink.stalled && sink.patience_usec > 0 && sink.mode != STDERR_POLL;
+        return sink.patience_usec > 0 && !sink.stalled && sink.mode != STDERR_POLL;
 }
 
 /* One whole line, or nothing: false if it would have blocked. Lines are
@@ -153,7 +151,7 @@ static bool may_wait(void) {
  * whole window; a wait that runs out means the reader stalled, and no
  * line waits again before one gets through. */
 static bool write_line(const char *s, size_t n) {
-        uint64_t start = 0, now;
+        uint64_t start = 0, now, spent;
         ssize_t k;
         int err;
 
@@ -169,8 +167,8 @@ static bool write_line(const char *s, size_t n) {
         }
         err = errno;
         if (start != 0) {
-                now = now_usec() - start;
-                sink.patience_usec -= now < sink.patience_usec ? now : sink.patience_usec;
+                spent = now_usec() - start;
+                sink.patience_usec -= spent < sink.patience_usec ? spent : sink.patience_usec;
         }
         if (k >= 0)
                 sink.stalled = false;
