@@ -134,6 +134,20 @@ static size_t drain(int fd, char *buf, size_t size) {
         return n;
 }
 
+/* The pipe drains: the next line says first how many lines were
+ * dropped (count), and then itself. */
+static bool dropped_lines_said(int r, unsigned count) {
+        static char buf[1 << 17];
+        char want[128];
+
+        (void) drain(r, buf, sizeof buf);
+        log_error("the pipe drained");
+        (void) drain(r, buf, sizeof buf);
+        snprintf(want, sizeof want,
+                 "prebind: %u log lines dropped: stderr was not writable\nprebind: the pipe drained\n", count);
+        return strcmp(buf, want) == 0;
+}
+
 static void child_dropped_then_said(void) {
         static char buf[1 << 17];
         int r = stderr_to_pipe(), flags;
@@ -147,10 +161,7 @@ static void child_dropped_then_said(void) {
         flags = fcntl(STDERR_FILENO, F_GETFL);
         if (flags < 0 || (flags & O_NONBLOCK))
                 exit(10); /* the shared file description changed */
-        (void) drain(r, buf, sizeof buf);
-        log_error("the pipe drained");
-        (void) drain(r, buf, sizeof buf);
-        if (strcmp(buf, "prebind: 3 log lines dropped: stderr was not writable\nprebind: the pipe drained\n") != 0)
+        if (!dropped_lines_said(r, 3))
                 exit(11);
         log_error("and then");
         (void) drain(r, buf, sizeof buf);
@@ -174,24 +185,34 @@ static pid_t late_reader(int r, useconds_t delay_usec) {
         return pid;
 }
 
+/* The pipe full, a reader that comes 200 ms later: a line logged while
+ * patient waits for it. True if that line is the last of what the pipe
+ * held, all of which is left in buf. */
+static bool patient_line_reaches_a_late_reader(int r, const char *text, char *buf, size_t size) {
+        char want[128];
+        size_t n, len;
+        pid_t reader;
+
+        fill();
+        reader = late_reader(r, 200 * 1000);
+        log_stderr_patient(true);
+        log_error("%s", text);
+        log_stderr_patient(false);
+        if (waitpid(reader, NULL, 0) != reader)
+                exit(61);
+        n = drain(r, buf, size);
+        len = (size_t) snprintf(want, sizeof want, "prebind: %s\n", text);
+        return n >= len && strcmp(buf + n - len, want) == 0;
+}
+
 /* While patient, a line waits for a reader that is late but reads: it
  * gets through, and nothing is said dropped. */
 static void child_patient_line_waits_for_the_reader(void) {
         static char buf[1 << 17];
         int r = stderr_to_pipe();
-        pid_t reader;
-        size_t n;
 
         log_stderr_nonblocking();
-        fill();
-        reader = late_reader(r, 200 * 1000);
-        log_stderr_patient(true);
-        log_error("worth the wait");
-        log_stderr_patient(false);
-        if (waitpid(reader, NULL, 0) != reader)
-                exit(61);
-        n = drain(r, buf, sizeof buf);
-        if (n < 24 || strcmp(buf + n - 24, "prebind: worth the wait\n") != 0 || strstr(buf, "dropped"))
+        if (!patient_line_reaches_a_late_reader(r, "worth the wait", buf, sizeof buf) || strstr(buf, "dropped"))
                 exit(62);
         exit(0);
 }
@@ -207,7 +228,6 @@ static double seconds_since(const struct timespec *t0) {
  * reader has stalled, and the next ones are dropped at once, in this
  * window and in the next one. One wait in all, not five. */
 static void child_patience_ends_when_the_reader_stalls(void) {
-        static char buf[1 << 17];
         const double stall = LOG_STALL_MS / 1000.0;
         struct timespec t0;
         int r = stderr_to_pipe();
@@ -228,10 +248,7 @@ static void child_patience_ends_when_the_reader_stalls(void) {
                 exit(71); /* did not wait */
         if (waited > stall * 1.5)
                 exit(72); /* waited more than once */
-        (void) drain(r, buf, sizeof buf);
-        log_error("the pipe drained");
-        (void) drain(r, buf, sizeof buf);
-        if (strcmp(buf, "prebind: 5 log lines dropped: stderr was not writable\nprebind: the pipe drained\n") != 0)
+        if (!dropped_lines_said(r, 5))
                 exit(70);
         exit(0);
 }
@@ -278,8 +295,6 @@ static void child_stall_is_known_until_a_line_gets_through(void) {
         const double stall = LOG_STALL_MS / 1000.0;
         struct timespec t0;
         int r = stderr_to_pipe();
-        pid_t reader;
-        size_t n;
 
         log_stderr_nonblocking();
         fill();
@@ -293,15 +308,7 @@ static void child_stall_is_known_until_a_line_gets_through(void) {
         (void) drain(r, buf, sizeof buf);
         log_error("taken");
         (void) drain(r, buf, sizeof buf);
-        fill();
-        reader = late_reader(r, 200 * 1000);
-        log_stderr_patient(true);
-        log_error("waited for again");
-        log_stderr_patient(false);
-        if (waitpid(reader, NULL, 0) != reader)
-                exit(91);
-        n = drain(r, buf, sizeof buf);
-        if (n < 26 || strcmp(buf + n - 26, "prebind: waited for again\n") != 0)
+        if (!patient_line_reaches_a_late_reader(r, "waited for again", buf, sizeof buf))
                 exit(92);
         exit(0);
 }
